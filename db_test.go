@@ -1,0 +1,264 @@
+package idem_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/lib/pq"
+	"modernc.org/sqlite"
+
+	"github.com/idemgo/idem"
+)
+
+// The server tests read their databases from these variables; scripts/test
+// starts the servers and sets them.
+const (
+	envPostgres = "IDEM_POSTGRES_DSN" // postgres://user@host:port/db?sslmode=disable
+	envMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db
+)
+
+// target is one database and driver that the contract runs against.
+type target struct {
+	name    string
+	dialect idem.Dialect
+	// open returns a database for t, closed at the end of t.
+	open func(t *testing.T) *sql.DB
+	// effect is the DDL of an effect table with columns k (the key) and
+	// note, and insert adds a row to it; both use %s for the table name.
+	effectDDL, insertEffect string
+}
+
+// targets lists every database the tests can reach: SQLite always, the
+// servers when their variables are set.
+func targets(t *testing.T) []target {
+	t.Helper()
+	ts := []target{sqliteTarget("")}
+	if dsn := os.Getenv(envPostgres); dsn != "" {
+		ts = append(ts, postgresTarget("postgres/pq", "postgres", dsn), postgresTarget("postgres/pgx", "pgx", dsn))
+	}
+	if dsn := os.Getenv(envMySQL); dsn != "" {
+		ts = append(ts, mysqlTarget(dsn, ""))
+	}
+	return ts
+}
+
+// forEach runs f against every target as a subtest, and shows each server
+// it cannot reach as a skipped subtest that says how to reach it.
+func forEach(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) { f(t, tg) })
+	}
+	for _, s := range []struct{ name, env string }{{"postgres", envPostgres}, {"mariadb", envMySQL}} {
+		if os.Getenv(s.env) == "" {
+			t.Run(s.name, func(t *testing.T) {
+				t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test", s.env)
+			})
+		}
+	}
+}
+
+// sqliteTarget opens a fresh database file per test, with the DSN the
+// documentation asks for unless params says otherwise.
+func sqliteTarget(params string) target {
+	if params == "" {
+		params = "_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	}
+	return target{
+		name:    "sqlite",
+		dialect: idem.SQLite(),
+		open: func(t *testing.T) *sql.DB {
+			path := filepath.Join(t.TempDir(), "idem.db")
+			db, err := sql.Open("sqlite", "file:"+path+"?"+params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+		effectDDL:    `CREATE TABLE %s (k BLOB NOT NULL, note TEXT NOT NULL)`,
+		insertEffect: `INSERT INTO %s (k, note) VALUES (?, ?)`,
+	}
+}
+
+func postgresTarget(name, driver, dsn string) target {
+	return target{
+		name:    name,
+		dialect: idem.Postgres(),
+		open: func(t *testing.T) *sql.DB {
+			db, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+		effectDDL:    `CREATE TABLE %s (k bytea NOT NULL, note text NOT NULL)`,
+		insertEffect: `INSERT INTO %s (k, note) VALUES ($1, $2)`,
+	}
+}
+
+// mysqlTarget adds params to the DSN's query string.
+func mysqlTarget(dsn, params string) target {
+	if params != "" {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + params
+	}
+	return target{
+		name:    "mariadb",
+		dialect: idem.MySQL(),
+		open: func(t *testing.T) *sql.DB {
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+		effectDDL:    `CREATE TABLE %s (k VARBINARY(512) NOT NULL, note TEXT NOT NULL) ENGINE=InnoDB`,
+		insertEffect: `INSERT INTO %s (k, note) VALUES (?, ?)`,
+	}
+}
+
+// env is one test's database, store and effect table, all dropped at the end.
+type env struct {
+	tg      target
+	db      *sql.DB
+	store   *idem.Store
+	table   string // the store's table
+	effects string // the effect table
+}
+
+// setup opens tg, makes a store on a table of its own with opts, migrates it,
+// and creates an effect table.
+func setup(t *testing.T, tg target, opts ...idem.Option) *env {
+	t.Helper()
+	db := tg.open(t)
+	suffix := randomName()
+	e := &env{tg: tg, db: db, table: "idem_" + suffix, effects: "effects_" + suffix}
+	store, err := idem.New(tg.dialect, append([]idem.Option{idem.WithTable(e.table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	ctx := context.Background()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, sprintf(tg.effectDDL, e.effects)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, table := range []string{e.table, e.effects} {
+			if _, err := db.ExecContext(context.Background(), "DROP TABLE "+table); err != nil {
+				t.Logf("drop %s: %v", table, err)
+			}
+		}
+	})
+	return e
+}
+
+func randomName() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func sprintf(format, table string) string { return strings.ReplaceAll(format, "%s", table) }
+
+// effect returns a Func that inserts one effect row for key and answers resp.
+func (e *env) effect(key string, resp idem.Response) idem.Func {
+	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if _, err := tx.ExecContext(ctx, sprintf(e.tg.insertEffect, e.effects), []byte(key), "done"); err != nil {
+			return idem.Response{}, err
+		}
+		return resp, nil
+	}
+}
+
+// effects counts the effect rows of key.
+func (e *env) effectCount(t *testing.T, key string) int {
+	t.Helper()
+	q := sprintf(`SELECT count(*) FROM %s WHERE k = `, e.effects)
+	if e.tg.dialect.Name() == "postgres" {
+		q += "$1"
+	} else {
+		q += "?"
+	}
+	var n int
+	if err := e.db.QueryRowContext(context.Background(), q, []byte(key)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// begin starts a transaction with opts, rolled back at the end of the test
+// if still open.
+func (e *env) begin(t *testing.T, opts *sql.TxOptions) *sql.Tx {
+	t.Helper()
+	tx, err := e.db.BeginTx(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
+}
+
+// do runs Do in a transaction of its own, then commits it when commit is
+// true and Do succeeded, and rolls it back otherwise.
+func (e *env) do(t *testing.T, key string, hash []byte, fn idem.Func, commit bool) (idem.Result, error) {
+	t.Helper()
+	tx := e.begin(t, nil)
+	res, err := e.store.Do(context.Background(), tx, key, hash, fn)
+	if err == nil && commit {
+		if cerr := tx.Commit(); cerr != nil {
+			t.Fatalf("commit: %v", cerr)
+		}
+	} else if rerr := tx.Rollback(); rerr != nil {
+		t.Fatalf("rollback: %v", rerr)
+	}
+	return res, err
+}
+
+// isDriverError reports whether err wraps the driver's own error type.
+func isDriverError(err error) bool {
+	var (
+		pqErr  *pq.Error
+		pgxErr *pgconn.PgError
+		myErr  *mysql.MySQLError
+		sqlErr *sqlite.Error
+	)
+	return errors.As(err, &pqErr) || errors.As(err, &pgxErr) || errors.As(err, &myErr) || errors.As(err, &sqlErr)
+}
+
+// within fails the test when d is not between lo and hi.
+func within(t *testing.T, what string, d, lo, hi time.Duration) {
+	t.Helper()
+	if d < lo || d > hi {
+		t.Errorf("%s took %v, want between %v and %v", what, d, lo, hi)
+	}
+}
+
+// mustNotRun is a Func that fails the test if it runs.
+func mustNotRun(t *testing.T) idem.Func {
+	return func(context.Context, *sql.Tx) (idem.Response, error) {
+		t.Error("fn ran, but it must not")
+		return idem.Response{}, errors.New("fn must not run")
+	}
+}

@@ -1,0 +1,290 @@
+package idem
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Dialect is what a Store needs to know about one database family: the SQL
+// of its statements and the meaning of its errors. The built-in dialects are
+// Postgres, MySQL and SQLite; a dialect for another database implements this
+// interface outside the package, and the idemtest package checks it against
+// the contract of Do.
+//
+// A Store calls Placeholder, Schema and Statements once, in New, and Classify
+// for every error a statement returns.
+type Dialect interface {
+	// Name is a short lower-case name for messages, such as "postgres".
+	Name() string
+
+	// Placeholder returns the bind marker of the n-th argument of a
+	// statement, counting from 1: "$1" or "?". When it returns the same
+	// marker for every n, arguments are bound in order of appearance and
+	// a parameter used twice is bound twice.
+	Placeholder(n int) string
+
+	// Schema returns the statements that create the table and its index on
+	// expires_at if they are missing. Running them again must do nothing.
+	// The columns are described in the documentation of Statements.
+	Schema(table string) []string
+
+	// Statements returns the statements a Store runs against table. The
+	// table name has been validated (see WithTable); quote it as the
+	// database requires. lockTimeout is the value of WithLockTimeout, for
+	// dialects whose claim waits for a held key itself.
+	Statements(table string, lockTimeout time.Duration) Statements
+
+	// Classify tells what an error returned by one of the dialect's
+	// statements, or by a transaction's Begin or Commit, means to a Store.
+	Classify(err error) ErrorKind
+}
+
+// ErrorKind is the meaning of a database error to a Store, as reported by
+// Dialect.Classify.
+type ErrorKind int
+
+const (
+	// ErrorOther is any error that is neither of the kinds below. Do
+	// returns it unchanged.
+	ErrorOther ErrorKind = iota
+
+	// ErrorRetry is a conflict that the transaction cannot survive: a
+	// serialization failure, a deadlock, a busy database. Do wraps it in
+	// ErrRetry and DoTx runs the transaction again.
+	ErrorRetry
+
+	// ErrorLockTimeout is a lock wait on the key that timed out, leaving
+	// the transaction usable (the statement alone was undone). It means
+	// another transaction holds the key: Do answers InFlight.
+	ErrorLockTimeout
+)
+
+// Statements holds a dialect's SQL for one table.
+//
+// The table has these columns (the types are the dialect's):
+//
+//	key           the idempotency key, bytes compared byte for byte; primary key
+//	request_hash  the request hash, bytes
+//	created_at    when the key was claimed, microseconds since the Unix epoch
+//	expires_at    when the record stops counting, in the same unit; indexed
+//	status        the stored response's status; NULL until the claim completes
+//	header        the stored response's header, in idem's own encoding
+//	body          the stored response's body
+//	checksum      the checksum of the stored response
+//
+// A dialect may add columns of its own (the MySQL dialect adds a claim token).
+//
+// Parameters are written {name} in the SQL, and New replaces them with the
+// dialect's placeholders. The parameters are {key}, {request_hash},
+// {created_at}, {expires_at}, {status}, {header}, {body}, {checksum}, {now}
+// and {limit}, the column values or the moment and batch size of a purge;
+// {token}, a number unique to each claim; and {lock_id}, a 64-bit number
+// derived from the table and key, the same in every process.
+//
+// Record columns, where a statement returns a record, are, in this order:
+// request_hash, status, header, body, checksum, created_at, expires_at.
+type Statements struct {
+	// Claim is the claim-or-lose statement. It inserts the record {key}
+	// with {request_hash}, {created_at} and {expires_at}, or, where the
+	// dialect can, takes over a record that has expired ({created_at} is
+	// at or past its expires_at). It returns two columns, claimed and
+	// busy, then the record columns, in at most one row:
+	//   - claimed true, with the record it wrote, when it inserted or took over;
+	//   - claimed false, with the existing record as the statement sees it;
+	//   - busy true, when another transaction holds the key and the
+	//     statement did not wait for it (the record columns may be NULL);
+	//     Do then runs Claim again until the lock timeout passes;
+	//   - no row, when it lost but cannot see the winner; Do runs Lookup.
+	// A claim that waits for a held key and times out returns an error
+	// that Classify reports as ErrorLockTimeout.
+	Claim string
+
+	// Takeover replaces an expired record {key} with {request_hash},
+	// {created_at} and {expires_at}, clearing the response, provided it
+	// is still expired at {created_at}. One affected row means the key is
+	// this transaction's. Leave it empty when Claim takes over expired
+	// records itself.
+	Takeover string
+
+	// Lookup returns the record columns of {key}, or no row.
+	Lookup string
+
+	// Complete stores {status}, {header}, {body} and {checksum} in the
+	// record {key} that this transaction claimed, affecting one row.
+	Complete string
+
+	// Abandon deletes the record {key} that this transaction claimed,
+	// when the claim must store nothing.
+	Abandon string
+
+	// Purge deletes at most {limit} records whose expires_at is at or
+	// before {now}. Each run is its own short statement.
+	Purge string
+}
+
+// param names one value a statement can bind.
+type param uint8
+
+const (
+	paramKey param = iota
+	paramRequestHash
+	paramCreatedAt
+	paramExpiresAt
+	paramStatus
+	paramHeader
+	paramBody
+	paramChecksum
+	paramNow
+	paramLimit
+	paramToken
+	paramLockID
+)
+
+var paramNames = map[string]param{
+	"key":          paramKey,
+	"request_hash": paramRequestHash,
+	"created_at":   paramCreatedAt,
+	"expires_at":   paramExpiresAt,
+	"status":       paramStatus,
+	"header":       paramHeader,
+	"body":         paramBody,
+	"checksum":     paramChecksum,
+	"now":          paramNow,
+	"limit":        paramLimit,
+	"token":        paramToken,
+	"lock_id":      paramLockID,
+}
+
+// values holds everything a statement may bind.
+type values struct {
+	key, requestHash       []byte
+	createdAt, expiresAt   int64
+	status                 int64
+	header, body, checksum []byte
+	now                    int64
+	limit                  int64
+	token, lockID          int64
+}
+
+func (v *values) get(p param) any {
+	switch p {
+	case paramKey:
+		return v.key
+	case paramRequestHash:
+		return v.requestHash
+	case paramCreatedAt:
+		return v.createdAt
+	case paramExpiresAt:
+		return v.expiresAt
+	case paramStatus:
+		return v.status
+	case paramHeader:
+		return v.header
+	case paramBody:
+		return v.body
+	case paramChecksum:
+		return v.checksum
+	case paramNow:
+		return v.now
+	case paramLimit:
+		return v.limit
+	case paramToken:
+		return v.token
+	default:
+		return v.lockID
+	}
+}
+
+// statement is one SQL text with its {name} parameters replaced by
+// placeholders, and the values to bind, in order.
+type statement struct {
+	query  string
+	params []param
+}
+
+func (s *statement) uses(p param) bool { return contains(s.params, p) }
+
+func (s *statement) args(v *values) []any {
+	args := make([]any, len(s.params))
+	for i, p := range s.params {
+		args[i] = v.get(p)
+	}
+	return args
+}
+
+// bind replaces the {name} parameters of sql with d's placeholders. Only the
+// names in allowed may appear: a dialect that binds something a statement
+// does not provide fails in New, not at run time.
+func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
+	numbered := d.Placeholder(1) != d.Placeholder(2)
+	var (
+		b      strings.Builder
+		params []param
+		seen   = map[param]int{}
+	)
+	for {
+		i := strings.IndexByte(sql, '{')
+		if i < 0 {
+			b.WriteString(sql)
+			break
+		}
+		j := strings.IndexByte(sql[i:], '}')
+		name := ""
+		if j > 0 {
+			name = sql[i+1 : i+j]
+		}
+		p, known := paramNames[name]
+		if !known || !isIdent(name) {
+			if j > 0 && isIdent(name) {
+				return statement{}, fmt.Errorf("%w: %s dialect: %s statement binds unknown parameter {%s}", ErrInvalidArgument, d.Name(), what, name)
+			}
+			b.WriteString(sql[:i+1]) // a brace that is not a parameter
+			sql = sql[i+1:]
+			continue
+		}
+		if !contains(allowed, p) {
+			return statement{}, fmt.Errorf("%w: %s dialect: %s statement cannot bind {%s}", ErrInvalidArgument, d.Name(), what, name)
+		}
+		b.WriteString(sql[:i])
+		if n, ok := seen[p]; ok && numbered {
+			b.WriteString(d.Placeholder(n))
+		} else {
+			params = append(params, p)
+			seen[p] = len(params)
+			b.WriteString(d.Placeholder(len(params)))
+		}
+		sql = sql[i+j+1:]
+	}
+	return statement{query: b.String(), params: params}, nil
+}
+
+func contains(ps []param, p param) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case '0' <= r && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// numberedPlaceholder returns "<prefix>n", for dialects with numbered markers.
+func numberedPlaceholder(prefix string, n int) string {
+	return prefix + strconv.Itoa(n)
+}

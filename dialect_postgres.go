@@ -1,0 +1,106 @@
+package idem
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Postgres returns the dialect of PostgreSQL (version 12 or later), for the
+// lib/pq driver and for pgx through its database/sql driver.
+//
+// The claim is one statement that takes a transaction-level advisory lock on
+// the key (pg_try_advisory_xact_lock, numbered from a hash of table and key)
+// without waiting, and only then inserts. A key held by another transaction
+// therefore never blocks the statement, never aborts the caller's
+// transaction and needs no savepoint and no lock_timeout: Do sees it busy
+// and asks again, briefly, until the lock timeout passes. The same statement
+// returns the stored record of a finished key, so a replay is one statement.
+//
+// Under REPEATABLE READ and SERIALIZABLE, a key claimed by a transaction that
+// committed after the caller's snapshot was taken fails with SQLSTATE 40001,
+// which Do returns as ErrRetry: the caller's transaction is aborted and must
+// run again.
+func Postgres() Dialect { return postgres{} }
+
+type postgres struct{}
+
+var _ Dialect = postgres{}
+
+func (postgres) Name() string { return "postgres" }
+
+func (postgres) Placeholder(n int) string { return numberedPlaceholder("$", n) }
+
+func (postgres) Schema(table string) []string {
+	t, bare := quoteTable(table, '"')
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	key          bytea   PRIMARY KEY,
+	request_hash bytea   NOT NULL,
+	created_at   bigint  NOT NULL,
+	expires_at   bigint  NOT NULL,
+	status       integer,
+	header       bytea,
+	body         bytea,
+	checksum     bytea
+)`,
+		`CREATE INDEX IF NOT EXISTS "` + bare + `_expires_at" ON ` + t + ` (expires_at)`,
+	}
+}
+
+func (postgres) Statements(table string, _ time.Duration) Statements {
+	t, _ := quoteTable(table, '"')
+	const record = `request_hash, status, header, body, checksum, created_at, expires_at`
+	r := strings.NewReplacer("{T}", t, "{record}", record)
+	return Statements{
+		// The advisory CTE is evaluated once. When the lock is taken, no
+		// other claimer holds the key, so the insert cannot wait on one;
+		// when it is not, the statement only reads.
+		Claim: r.Replace(`WITH advisory AS MATERIALIZED (
+	SELECT pg_try_advisory_xact_lock({lock_id}::bigint) AS got
+), claimed AS (
+	INSERT INTO {T} (key, request_hash, created_at, expires_at)
+	SELECT {key}::bytea, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint
+	FROM advisory WHERE got
+	ON CONFLICT (key) DO NOTHING
+	RETURNING {record}
+)
+SELECT true, false, {record} FROM claimed
+UNION ALL
+SELECT false, NOT advisory.got, r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at
+FROM advisory LEFT JOIN {T} AS r ON r.key = {key}::bytea
+WHERE NOT EXISTS (SELECT FROM claimed) AND (r.key IS NOT NULL OR NOT advisory.got)`),
+		Takeover: r.Replace(`UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
+	status = NULL, header = NULL, body = NULL, checksum = NULL
+WHERE key = {key} AND expires_at <= {created_at}`),
+		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key}`),
+		// SKIP LOCKED leaves alone the records that a claim is taking over.
+		Purge: r.Replace(`DELETE FROM {T} WHERE key IN (
+	SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED
+) AND expires_at <= {now}`),
+	}
+}
+
+// PostgreSQL error codes (SQLSTATE) that a Store acts on.
+const (
+	pgSerializationFailure = "40001"
+	pgDeadlockDetected     = "40P01"
+	pgLockNotAvailable     = "55P03"
+)
+
+func (postgres) Classify(err error) ErrorKind {
+	// Both lib/pq's *pq.Error and pgx's *pgconn.PgError have SQLState.
+	var e interface{ SQLState() string }
+	if !errors.As(err, &e) {
+		return ErrorOther
+	}
+	switch e.SQLState() {
+	case pgSerializationFailure, pgDeadlockDetected:
+		return ErrorRetry
+	case pgLockNotAvailable:
+		return ErrorLockTimeout
+	}
+	return ErrorOther
+}

@@ -1,0 +1,96 @@
+package idem
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// SQLite returns the dialect of SQLite (3.35 or later, for RETURNING), for
+// the modernc.org/sqlite driver.
+//
+// SQLite lets one transaction write at a time, so a claim never sees a key
+// held by another: the second writer waits at BEGIN instead. Open the
+// database with a busy timeout, so that it waits rather than fails at once,
+// and with _txlock=immediate, so that every transaction takes the write lock
+// when it begins rather than at its first write, where SQLite would refuse
+// it to avoid a deadlock:
+//
+//	file:app.db?_txlock=immediate&_pragma=busy_timeout(5000)
+//
+// Without them, concurrent requests get SQLITE_BUSY (also in its
+// SQLITE_BUSY_SNAPSHOT form under WAL), which Do returns as ErrRetry and DoTx
+// retries. The lock timeout of the Store does not apply: the busy timeout is
+// the wait.
+func SQLite() Dialect { return sqlite{} }
+
+type sqlite struct{}
+
+var _ Dialect = sqlite{}
+
+func (sqlite) Name() string { return "sqlite" }
+
+func (sqlite) Placeholder(n int) string { return numberedPlaceholder("?", n) }
+
+func (sqlite) Schema(table string) []string {
+	t, bare := quoteTable(table, '"')
+	// SQLite names an index in the table's schema by qualifying the index.
+	index := `"` + bare + `_expires_at"`
+	if schema, _, ok := strings.Cut(table, "."); ok {
+		index = `"` + schema + `".` + index
+	}
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	key          BLOB    NOT NULL PRIMARY KEY,
+	request_hash BLOB    NOT NULL,
+	created_at   INTEGER NOT NULL,
+	expires_at   INTEGER NOT NULL,
+	status       INTEGER,
+	header       BLOB,
+	body         BLOB,
+	checksum     BLOB
+)`,
+		`CREATE INDEX IF NOT EXISTS ` + index + ` ON "` + bare + `" (expires_at)`,
+	}
+}
+
+func (sqlite) Statements(table string, _ time.Duration) Statements {
+	t, _ := quoteTable(table, '"')
+	const record = `request_hash, status, header, body, checksum, created_at, expires_at`
+	r := strings.NewReplacer("{T}", t, "{record}", record)
+	return Statements{
+		// The upsert takes over an expired record and leaves a live one
+		// alone, returning a row only when this statement wrote it.
+		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at)
+VALUES ({key}, {request_hash}, {created_at}, {expires_at})
+ON CONFLICT (key) DO UPDATE SET
+	request_hash = excluded.request_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
+	status = NULL, header = NULL, body = NULL, checksum = NULL
+WHERE expires_at <= excluded.created_at
+RETURNING 1, 0, {record}`),
+		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key}`),
+		Purge:    r.Replace(`DELETE FROM {T} WHERE key IN (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
+	}
+}
+
+// SQLite primary result codes that a Store acts on. Extended codes, such as
+// SQLITE_BUSY_SNAPSHOT (517), carry the primary code in their low byte.
+const (
+	sqliteBusy   = 5
+	sqliteLocked = 6
+)
+
+func (sqlite) Classify(err error) ErrorKind {
+	// modernc.org/sqlite's *sqlite.Error reports its code through Code.
+	var e interface{ Code() int }
+	if !errors.As(err, &e) {
+		return ErrorOther
+	}
+	switch e.Code() & 0xff {
+	case sqliteBusy, sqliteLocked:
+		return ErrorRetry
+	}
+	return ErrorOther
+}

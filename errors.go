@@ -1,0 +1,59 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Test for them with [errors.Is]: idem wraps them with
+// context, and with the driver's own error where there is one.
+var (
+	// ErrInvalidArgument is returned by New for a bad option, and by every
+	// method of Store for a nil transaction, database, function or Store, or
+	// a Store not made by New.
+	ErrInvalidArgument = errors.New("idem: invalid argument")
+
+	// ErrInvalidKey is returned by Do, DoTx and Lookup when the key is
+	// empty or longer than MaxKeyBytes.
+	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+
+	// ErrInvalidHash is returned by Do and DoTx when the request hash is
+	// empty or longer than MaxHashBytes.
+	ErrInvalidHash = errors.New("idem: invalid request hash")
+
+	// ErrNotFound is returned by Lookup when the key has no live record:
+	// it was never committed, it expired, or it was purged.
+	ErrNotFound = errors.New("idem: no record for this key")
+
+	// ErrRetry is returned by Do when the database reports a conflict that
+	// the caller's transaction cannot survive: a serialization failure, a
+	// deadlock, or a busy database. The transaction is lost (on MySQL it
+	// may already have been rolled back by the server): roll it back and
+	// run the whole transaction again with the same key. The error also
+	// wraps the driver's error. DoTx does this itself, and returns ErrRetry
+	// only when its attempts run out.
+	ErrRetry = errors.New("idem: conflict, retry the transaction")
+
+	// ErrResponseTooLarge is returned by Do and DoTx when the response of
+	// fn is larger than the limit set by WithMaxResponseBytes. Nothing is
+	// stored; roll the transaction back.
+	ErrResponseTooLarge = errors.New("idem: response too large to store")
+
+	// ErrCorruptRecord is returned by Do, DoTx and Lookup when a stored
+	// record does not match its checksum or cannot be decoded. The record
+	// is never replayed.
+	ErrCorruptRecord = errors.New("idem: stored record is corrupt")
+
+	// ErrCommitUnknown is returned by DoTx when the commit failed in a way
+	// that leaves its outcome open (the connection dropped before the
+	// reply) and the lookup that would have settled it failed too. The
+	// effect may or may not have been committed: send the same request
+	// again with the same key later, and it will either replay or run.
+	ErrCommitUnknown = errors.New("idem: commit outcome unknown")
+)
+
+// retryError marks a driver error as one the transaction cannot survive. It
+// matches both ErrRetry and the driver's error.
+func retryError(op string, err error) error {
+	return fmt.Errorf("idem: %s: %w: %w", op, ErrRetry, err)
+}

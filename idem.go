@@ -1,0 +1,583 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Limits on the inputs of Do.
+const (
+	// MaxKeyBytes is the longest idempotency key, in bytes.
+	MaxKeyBytes = 512
+	// MaxHashBytes is the longest request hash, in bytes: room for SHA-512.
+	MaxHashBytes = 64
+)
+
+// Outcome is what Do found for a key.
+type Outcome int
+
+const (
+	// Claimed means this call owns the key: fn ran, and its response is
+	// stored in the caller's transaction. Commit it.
+	Claimed Outcome = iota + 1
+	// Replay means a request with this key and the same hash finished
+	// earlier; Result.Response is its stored response, byte for byte.
+	// fn did not run and Do wrote nothing.
+	Replay
+	// Mismatch means the key was used before with a different request
+	// hash: a client bug or an attack, never a retry (HTTP 422). fn did
+	// not run and Do wrote nothing.
+	Mismatch
+	// InFlight means another transaction holds the key and did not finish
+	// within the lock timeout (HTTP 409). fn did not run and Do wrote
+	// nothing; the caller's transaction is still usable.
+	InFlight
+)
+
+// String returns "claimed", "replay", "mismatch" or "in flight".
+func (o Outcome) String() string {
+	switch o {
+	case Claimed:
+		return "claimed"
+	case Replay:
+		return "replay"
+	case Mismatch:
+		return "mismatch"
+	case InFlight:
+		return "in flight"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Response is what a Store keeps for a key, and replays.
+type Response struct {
+	// Status is the response's status, an HTTP status code or any other
+	// number that fits in 32 bits.
+	Status int
+	// Header is replayed as stored; an empty header replays as nil.
+	Header http.Header
+	// Body is replayed byte for byte; an empty body replays as empty, not nil.
+	Body []byte
+}
+
+// Result is the answer of Do.
+type Result struct {
+	Outcome Outcome
+	// Response is what fn returned (and what was stored) for Claimed, and
+	// the stored response for Replay. It is empty for Mismatch and
+	// InFlight: a stored response is never shown to a different request.
+	Response Response
+	// CreatedAt is when the key was first claimed, and ExpiresAt when its
+	// record stops counting, by the Store's clock. They are zero for an
+	// InFlight key whose record is not visible.
+	CreatedAt, ExpiresAt time.Time
+}
+
+// Func is the work that a key protects. It runs in the caller's transaction
+// tx, and writes its effect there, so that the effect and the record of the
+// key commit together or not at all. Its Response is stored and replayed to
+// later requests with the same key. An error stores nothing: Do returns it,
+// and the caller rolls back. To store a refusal while undoing the writes
+// that led to it, see Refusable.
+type Func func(ctx context.Context, tx *sql.Tx) (Response, error)
+
+// Store claims idempotency keys in the caller's transactions. Make one with
+// New; it is safe for concurrent use.
+type Store struct {
+	d                Dialect
+	table            string
+	retention        int64 // microseconds
+	lockTimeout      time.Duration
+	clock            func() time.Time
+	maxResponseBytes int
+	schema           []string
+	claim, takeover  statement
+	lookup, complete statement
+	abandon, purge   statement
+	tokens           atomic.Uint64
+}
+
+// New returns a Store that keeps records with dialect d. It validates the
+// options and the dialect's statements; it does not touch the database (see
+// Migrate).
+func New(d Dialect, opts ...Option) (*Store, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: nil dialect", ErrInvalidArgument)
+	}
+	c := defaultConfig()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&c); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{
+		d:                d,
+		table:            c.table,
+		retention:        c.retention.Microseconds(),
+		lockTimeout:      c.lockTimeout,
+		clock:            c.clock,
+		maxResponseBytes: c.maxResponseBytes,
+		schema:           d.Schema(c.table),
+	}
+	st := d.Statements(c.table, c.lockTimeout)
+	record := []param{paramKey, paramRequestHash, paramCreatedAt, paramExpiresAt}
+	for _, b := range []struct {
+		dst      *statement
+		what     string
+		sql      string
+		optional bool
+		params   []param
+	}{
+		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
+		{&s.takeover, "takeover", st.Takeover, true, record},
+		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
+		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramStatus, paramHeader, paramBody, paramChecksum}},
+		{&s.abandon, "abandon", st.Abandon, false, []param{paramKey}},
+		{&s.purge, "purge", st.Purge, false, []param{paramNow, paramLimit}},
+	} {
+		if b.sql == "" {
+			if b.optional {
+				continue
+			}
+			return nil, fmt.Errorf("%w: %s dialect has no %s statement", ErrInvalidArgument, d.Name(), b.what)
+		}
+		stmt, err := bind(d, b.what, b.sql, b.params...)
+		if err != nil {
+			return nil, err
+		}
+		*b.dst = stmt
+	}
+	if !s.claim.uses(paramKey) {
+		return nil, fmt.Errorf("%w: %s dialect: the claim statement does not bind {key}", ErrInvalidArgument, d.Name())
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("idem: seeding claim tokens: %w", err)
+	}
+	s.tokens.Store(binary.BigEndian.Uint64(seed[:]))
+	return s, nil
+}
+
+func (s *Store) check() error {
+	if s == nil || s.d == nil {
+		return fmt.Errorf("%w: Store not made by New", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Schema returns the statements that create the table and its index, for
+// migration tools. Migrate runs the same statements.
+func (s *Store) Schema() []string {
+	if s.check() != nil {
+		return nil
+	}
+	return append([]string(nil), s.schema...)
+}
+
+// Migrate creates the table and its index if they are missing. Running it
+// again does nothing.
+func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	for _, q := range s.schema {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
+		}
+	}
+	return nil
+}
+
+// Do runs fn at most once for key, in the caller's transaction tx, and
+// answers what happened (see Outcome). reqHash identifies the request, so
+// that a different request under the same key is a Mismatch; Fingerprint
+// makes one.
+//
+// On Claimed, the record of the key is written in tx together with fn's
+// effect: commit tx to keep both, roll it back to keep neither. On the other
+// outcomes Do writes nothing, and tx is as it was (roll it back or carry on).
+//
+// An error means nothing was stored; roll tx back. Errors that match
+// ErrRetry mean tx is lost to a conflict: run the whole transaction again
+// (DoTx does). fn's own error is returned as it is, wrapped in ErrRetry when
+// the dialect reports it as a conflict.
+//
+// While tx is open, a concurrent Do with the same key waits up to the lock
+// timeout for it and then answers InFlight; keep transactions that claim
+// keys short.
+func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, fn Func) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	if tx == nil {
+		return Result{}, fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
+	}
+	if fn == nil {
+		return Result{}, fmt.Errorf("%w: nil Func", ErrInvalidArgument)
+	}
+	if err := validateKey(key); err != nil {
+		return Result{}, err
+	}
+	if len(reqHash) == 0 || len(reqHash) > MaxHashBytes {
+		return Result{}, fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidHash, len(reqHash), MaxHashBytes)
+	}
+	now := s.clock().UnixMicro()
+	v := &values{
+		key:         []byte(key),
+		requestHash: reqHash,
+		createdAt:   now,
+		expiresAt:   addMicros(now, s.retention),
+	}
+	res, claimed, err := s.claimKey(ctx, tx, v)
+	if err != nil || !claimed {
+		return res, err
+	}
+
+	resp, err := fn(ctx, tx)
+	if err != nil {
+		var r *refusal
+		if errors.As(err, &r) {
+			err = fmt.Errorf("%w (wrap the Func in Refusable to store it)", err)
+		}
+		return Result{}, s.abandonClaim(ctx, tx, v, s.wrap("", err))
+	}
+	if err := s.prepareResponse(v, resp); err != nil {
+		return Result{}, s.abandonClaim(ctx, tx, v, err)
+	}
+	r, err := tx.ExecContext(ctx, s.complete.query, s.complete.args(v)...)
+	if err != nil {
+		return Result{}, s.wrap("complete", err)
+	}
+	if n, err := r.RowsAffected(); err != nil || n != 1 {
+		return Result{}, fmt.Errorf("idem: complete: the claim of this key was lost (%d rows, %v); roll back", n, err)
+	}
+	res.Response = resp
+	return res, nil
+}
+
+func validateKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyBytes {
+		return fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxKeyBytes)
+	}
+	return nil
+}
+
+func addMicros(t, d int64) int64 {
+	if t > math.MaxInt64-d {
+		return math.MaxInt64
+	}
+	return t + d
+}
+
+// prepareResponse checks resp against the limits and fills in what Complete
+// stores.
+func (s *Store) prepareResponse(v *values, resp Response) error {
+	if resp.Status < math.MinInt32 || resp.Status > math.MaxInt32 {
+		return fmt.Errorf("%w: status %d does not fit in 32 bits", ErrInvalidArgument, resp.Status)
+	}
+	header := encodeHeader(resp.Header)
+	if size := len(header) + len(resp.Body); size > s.maxResponseBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrResponseTooLarge, size, s.maxResponseBytes)
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	sum := responseChecksum(v.key, v.requestHash, int64(resp.Status), header, body)
+	v.status, v.header, v.body, v.checksum = int64(resp.Status), header, body, sum[:]
+	return nil
+}
+
+// abandonClaim deletes the record this call claimed, so that a caller who
+// commits anyway stores nothing, and returns cause. The delete can only fail
+// on a transaction that is already broken, which cannot commit, so its
+// error adds nothing to cause.
+func (s *Store) abandonClaim(ctx context.Context, tx *sql.Tx, v *values, cause error) error {
+	_, _ = tx.ExecContext(context.WithoutCancel(ctx), s.abandon.query, s.abandon.args(v)...)
+	return cause
+}
+
+// wrap marks err as ErrRetry when the dialect reports it as a conflict. op
+// names the statement; an empty op leaves a non-conflict error as it is.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil || errors.Is(err, ErrRetry) {
+		return err
+	}
+	if s.d.Classify(err) == ErrorRetry {
+		if op == "" {
+			op = "in Func"
+		}
+		return retryError(op, err)
+	}
+	if op == "" {
+		return err
+	}
+	return fmt.Errorf("idem: %s: %w", op, err)
+}
+
+// Polling for a busy key starts at pollMin and doubles up to pollMax.
+const (
+	pollMin = 2 * time.Millisecond
+	pollMax = 32 * time.Millisecond
+	// maxUnsettled bounds the claims in a row that neither win nor see the
+	// winner (a winner committed between two statements, a record purged
+	// under the claim); each is rare, so a few more mean something is off.
+	maxUnsettled = 8
+)
+
+// claimKey runs the claim until it settles: Claimed (claimed is true), or
+// another outcome from the record it found.
+func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result, claimed bool, err error) {
+	if s.claim.uses(paramToken) {
+		v.token = int64(s.tokens.Add(1))
+	}
+	if s.claim.uses(paramLockID) {
+		v.lockID = lockID(s.table, v.key)
+	}
+	var (
+		deadline time.Time
+		poll     = pollMin
+	)
+	for unsettled := 0; unsettled < maxUnsettled; {
+		rec, claimed, busy, err := s.runClaim(ctx, tx, v)
+		switch {
+		case s.d.Classify(err) == ErrorLockTimeout:
+			return s.afterLockTimeout(ctx, tx, v)
+		case err != nil:
+			return Result{}, false, s.wrap("claim", err)
+		case claimed:
+			return s.result(Claimed, rec), true, nil
+		case rec != nil && rec.live(v.createdAt):
+			res, err := s.decide(v, rec)
+			return res, false, err
+		case busy:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(s.lockTimeout)
+			}
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return Result{Outcome: InFlight}, false, nil
+			}
+			if err := sleep(ctx, min(poll, wait)); err != nil {
+				return Result{}, false, err
+			}
+			poll = min(2*poll, pollMax)
+		case rec != nil && s.takeover.query != "":
+			r, err := tx.ExecContext(ctx, s.takeover.query, s.takeover.args(v)...)
+			if err != nil {
+				return Result{}, false, s.wrap("take over expired key", err)
+			}
+			if n, err := r.RowsAffected(); err == nil && n == 1 {
+				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
+			}
+			unsettled++
+		case rec == nil:
+			rec, err := s.find(ctx, tx, v.key)
+			if err != nil {
+				return Result{}, false, s.wrap("lookup", err)
+			}
+			if rec != nil && rec.live(v.createdAt) {
+				res, err := s.decide(v, rec)
+				return res, false, err
+			}
+			unsettled++
+		default:
+			unsettled++
+		}
+	}
+	return Result{}, false, fmt.Errorf("idem: claim: %w: the key changed hands %d times in a row", ErrRetry, maxUnsettled)
+}
+
+// runClaim runs the claim statement once.
+func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
+	var (
+		r                  record
+		status             sql.NullInt64
+		created, expires   sql.NullInt64
+		claimedCol, busyCol bool
+	)
+	err = tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...).Scan(
+		&claimedCol, &busyCol, &r.requestHash, &status, &r.header, &r.body, &r.checksum, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, false, nil
+	}
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !created.Valid {
+		return nil, false, busyCol, nil
+	}
+	r.finished, r.status = status.Valid, status.Int64
+	r.createdAt, r.expiresAt = created.Int64, expires.Int64
+	return &r, claimedCol, busyCol, nil
+}
+
+// find runs the lookup statement; no record is a nil record.
+func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error) {
+	var (
+		r      record
+		status sql.NullInt64
+	)
+	err := q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan(
+		&r.requestHash, &status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.finished, r.status = status.Valid, status.Int64
+	return &r, nil
+}
+
+// afterLockTimeout answers a claim that waited for the key in vain. A
+// finished record may be visible all the same (a replay that holds the
+// row's lock); otherwise the key is in flight.
+func (s *Store) afterLockTimeout(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
+	rec, err := s.find(ctx, tx, v.key)
+	if err != nil {
+		return Result{}, false, s.wrap("lookup", err)
+	}
+	if rec != nil && rec.live(v.createdAt) {
+		res, err := s.decide(v, rec)
+		return res, false, err
+	}
+	return Result{Outcome: InFlight}, false, nil
+}
+
+// decide answers a request from the live record of its key.
+func (s *Store) decide(v *values, rec *record) (Result, error) {
+	switch {
+	case !bytes.Equal(rec.requestHash, v.requestHash):
+		return s.result(Mismatch, rec), nil
+	case !rec.finished:
+		return s.result(InFlight, rec), nil
+	}
+	resp, err := rec.response(v.key)
+	if err != nil {
+		return Result{}, err
+	}
+	res := s.result(Replay, rec)
+	res.Response = resp
+	return res, nil
+}
+
+func (s *Store) result(o Outcome, rec *record) Result {
+	return Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), ExpiresAt: time.UnixMicro(rec.expiresAt)}
+}
+
+// lockID derives the 64-bit lock number of a key from the table and key, the
+// same in every process.
+func lockID(table string, key []byte) int64 {
+	h := sha256.New()
+	h.Write([]byte(table))
+	h.Write([]byte{0})
+	h.Write(key)
+	var sum [sha256.Size]byte
+	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Lookup returns the live record of key, as a Result: Replay with the stored
+// response when the request finished, InFlight when its record was committed
+// unfinished. It returns ErrNotFound when the key has no live record, which
+// includes a key that another transaction holds uncommitted. Read through
+// the primary database: a replica may not have the record yet.
+func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	if q == nil {
+		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
+	}
+	if err := validateKey(key); err != nil {
+		return Result{}, err
+	}
+	k := []byte(key)
+	rec, err := s.find(ctx, q, k)
+	if err != nil {
+		return Result{}, fmt.Errorf("idem: lookup: %w", err)
+	}
+	if rec == nil || !rec.live(s.clock().UnixMicro()) {
+		return Result{}, ErrNotFound
+	}
+	if !rec.finished {
+		return s.result(InFlight, rec), nil
+	}
+	resp, err := rec.response(k)
+	if err != nil {
+		return Result{}, err
+	}
+	res := s.result(Replay, rec)
+	res.Response = resp
+	return res, nil
+}
+
+// Purge deletes expired records, batch at a time, each batch a statement of
+// its own outside any transaction, so that it never holds many locks for
+// long. It returns how many records it deleted, also when it stops early on
+// an error or a cancelled context. Run it from time to time; records that
+// expired but are not yet purged no longer count, and a new claim of their
+// key replaces them.
+func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if db == nil {
+		return 0, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	if batch <= 0 {
+		return 0, fmt.Errorf("%w: purge batch must be positive, got %d", ErrInvalidArgument, batch)
+	}
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		v := &values{now: s.clock().UnixMicro(), limit: int64(batch)}
+		r, err := db.ExecContext(ctx, s.purge.query, s.purge.args(v)...)
+		if err != nil {
+			return total, fmt.Errorf("idem: purge: %w", err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("idem: purge: %w", err)
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package idem
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults of a Store's options.
+const (
+	// DefaultTable is the table a Store uses unless WithTable says otherwise.
+	DefaultTable = "idempotency_keys"
+
+	// DefaultRetention is how long a record counts unless WithRetention
+	// says otherwise: a retry within 24 hours of the first request replays,
+	// a later one runs as a new request.
+	DefaultRetention = 24 * time.Hour
+
+	// DefaultLockTimeout is how long a claim waits for another transaction
+	// holding the same key unless WithLockTimeout says otherwise. See
+	// WithLockTimeout for why it is one second.
+	DefaultLockTimeout = time.Second
+
+	// DefaultMaxResponseBytes is the largest response a Store keeps unless
+	// WithMaxResponseBytes says otherwise: 1 MiB of body and header.
+	DefaultMaxResponseBytes = 1 << 20
+)
+
+// An Option configures a Store in New.
+type Option func(*config) error
+
+type config struct {
+	table            string
+	retention        time.Duration
+	lockTimeout      time.Duration
+	clock            func() time.Time
+	maxResponseBytes int
+}
+
+func defaultConfig() config {
+	return config{
+		table:            DefaultTable,
+		retention:        DefaultRetention,
+		lockTimeout:      DefaultLockTimeout,
+		clock:            time.Now,
+		maxResponseBytes: DefaultMaxResponseBytes,
+	}
+}
+
+// WithTable sets the table that holds the records. The default is
+// DefaultTable, "idempotency_keys". The name is an identifier of letters,
+// digits and underscores that does not start with a digit, at most 48 bytes,
+// optionally qualified by a schema ("billing.idempotency_keys"). Anything
+// else makes New fail, so configuration can never inject SQL.
+func WithTable(name string) Option {
+	return func(c *config) error {
+		if err := validateTable(name); err != nil {
+			return err
+		}
+		c.table = name
+		return nil
+	}
+}
+
+// WithRetention sets how long a record counts after its key was claimed. A
+// request with the same key within the window replays (or is a mismatch);
+// after it, the key is claimed anew and the request runs again. The window
+// is part of the API's contract with its clients: document it. The default is
+// DefaultRetention, 24 hours. It must be positive.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: retention must be positive, got %v", ErrInvalidArgument, d)
+		}
+		c.retention = d
+		return nil
+	}
+}
+
+// WithLockTimeout sets how long a claim waits for another transaction that
+// holds the same key, uncommitted, before Do answers InFlight. If the other
+// transaction commits within the wait, Do replays its response; if it rolls
+// back, Do claims the key.
+//
+// The default, DefaultLockTimeout, is one second: most requests finish
+// within it, so a client that retries too early still gets the original
+// response instead of a 409, while a duplicate never holds a connection
+// longer than that. Zero means do not wait. MariaDB counts lock waits in
+// whole seconds, so the MySQL dialect rounds up; SQLite serialises writing
+// transactions before they start, so there the wait is the busy timeout of
+// the connection instead.
+func WithLockTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: lock timeout must not be negative, got %v", ErrInvalidArgument, d)
+		}
+		c.lockTimeout = d
+		return nil
+	}
+}
+
+// WithClock sets the clock that stamps records and judges their expiry. The
+// default is time.Now. All the processes that share a table should use
+// clocks that agree: a record expires when the clock of the process that
+// next claims its key says so.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidArgument)
+		}
+		c.clock = now
+		return nil
+	}
+}
+
+// WithMaxResponseBytes sets the largest response a Store keeps, counting the
+// body and the encoded header. A larger response makes Do fail with
+// ErrResponseTooLarge rather than commit an effect whose retry could not be
+// answered. The default is DefaultMaxResponseBytes, 1 MiB. It must be
+// positive; mind the database's own packet limits (MySQL's
+// max_allowed_packet) when raising it.
+func WithMaxResponseBytes(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: max response bytes must be positive, got %d", ErrInvalidArgument, n)
+		}
+		c.maxResponseBytes = n
+		return nil
+	}
+}
+
+// maxIdentBytes leaves room for the index name, table + "_expires_at", within
+// the 63 bytes PostgreSQL allows.
+const maxIdentBytes = 48
+
+func validateTable(name string) error {
+	parts := strings.Split(name, ".")
+	ok := len(parts) <= 2
+	for _, part := range parts {
+		ok = ok && isIdent(part) && len(part) <= maxIdentBytes
+	}
+	if !ok {
+		return fmt.Errorf("%w: table name %q: want letters, digits and underscores, at most %d bytes, optionally schema-qualified", ErrInvalidArgument, name, maxIdentBytes)
+	}
+	return nil
+}
+
+// quoteTable quotes each part of a validated, possibly schema-qualified,
+// table name with q, and returns the unqualified name for naming indexes.
+func quoteTable(name string, q byte) (quoted, bare string) {
+	parts := strings.Split(name, ".")
+	for i, part := range parts {
+		parts[i] = string(q) + part + string(q)
+	}
+	return strings.Join(parts, "."), name[strings.LastIndexByte(name, '.')+1:]
+}

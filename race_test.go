@@ -1,0 +1,464 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// hold claims key in a transaction that it leaves open, as a request still
+// being served.
+func (e *env) hold(t *testing.T, key string) *sql.Tx {
+	t.Helper()
+	tx := e.begin(t, nil)
+	res, err := e.store.Do(context.Background(), tx, key, hashA, e.effect(key, created))
+	wantOutcome(t, res, err, idem.Claimed)
+	return tx
+}
+
+// after runs f in d, in the background, and waits for it at the end of the
+// test.
+func after(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		time.Sleep(d)
+		if err := f(); err != nil {
+			t.Errorf("background: %v", err)
+		}
+	}()
+}
+
+func TestConcurrentClaim(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		if tg.dialect.Name() == "sqlite" {
+			testSQLiteWaitsAtBegin(t, tg)
+			return
+		}
+		ctx := context.Background()
+		timeout := 300 * time.Millisecond
+		if tg.dialect.Name() == "mysql" {
+			timeout = time.Second // MariaDB counts whole seconds
+		}
+
+		t.Run("InFlight after the lock timeout, transaction still usable", func(t *testing.T) {
+			e := setup(t, tg, idem.WithLockTimeout(timeout))
+			holder := e.hold(t, "k")
+			tx := e.begin(t, nil)
+			start := time.Now()
+			res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+			wantOutcome(t, res, err, idem.InFlight)
+			within(t, "InFlight", time.Since(start), timeout, timeout+2*time.Second)
+			if _, err := tx.ExecContext(ctx, sprintf(tg.insertEffect, e.effects), []byte("after"), "x"); err != nil {
+				t.Fatalf("the transaction is not usable after InFlight: %v", err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatalf("commit after InFlight: %v", err)
+			}
+			if n := e.effectCount(t, "after"); n != 1 {
+				t.Errorf("%d rows written after InFlight, want 1", n)
+			}
+			if err := holder.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		})
+
+		t.Run("zero lock timeout answers at once", func(t *testing.T) {
+			e := setup(t, tg, idem.WithLockTimeout(0))
+			e.hold(t, "k")
+			start := time.Now()
+			res, err := e.do(t, "k", hashA, mustNotRun(t), false)
+			wantOutcome(t, res, err, idem.InFlight)
+			within(t, "InFlight", time.Since(start), 0, 500*time.Millisecond)
+		})
+
+		t.Run("Replay when the holder commits within the wait", func(t *testing.T) {
+			e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
+			holder := e.hold(t, "k")
+			after(t, 200*time.Millisecond, holder.Commit)
+			start := time.Now()
+			res, err := e.do(t, "k", hashA, mustNotRun(t), false)
+			wantOutcome(t, res, err, idem.Replay)
+			sameResponse(t, res.Response, created)
+			within(t, "Replay", time.Since(start), 150*time.Millisecond, 5*time.Second)
+		})
+
+		t.Run("Claimed when the holder rolls back within the wait", func(t *testing.T) {
+			e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
+			holder := e.hold(t, "k")
+			after(t, 200*time.Millisecond, holder.Rollback)
+			res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+			wantOutcome(t, res, err, idem.Claimed)
+			if n := e.effectCount(t, "k"); n != 1 {
+				t.Errorf("%d effect rows, want 1", n)
+			}
+		})
+	})
+}
+
+// testSQLiteWaitsAtBegin shows what SQLite does instead of InFlight: with
+// _txlock=immediate the second writer waits at BEGIN for the first to
+// finish, then replays.
+func testSQLiteWaitsAtBegin(t *testing.T, tg target) {
+	e := setup(t, tg)
+	holder := e.hold(t, "k")
+	after(t, 200*time.Millisecond, holder.Commit)
+	start := time.Now()
+	res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, mustNotRun(t))
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, created)
+	within(t, "DoTx behind a writer", time.Since(start), 150*time.Millisecond, 5*time.Second)
+}
+
+// wantRetry fails the test unless err matches both ErrRetry and the
+// driver's own error.
+func wantRetry(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, idem.ErrRetry) || !isDriverError(err) {
+		t.Fatalf("error = %v, want one that matches ErrRetry and the driver's error", err)
+	}
+}
+
+// lostRace fails the test unless a lost race was answered as contract item 5
+// allows: Replay, InFlight or ErrRetry.
+func lostRace(t *testing.T, res idem.Result, err error) {
+	t.Helper()
+	switch {
+	case err != nil:
+		wantRetry(t, err)
+	case res.Outcome == idem.Replay:
+		sameResponse(t, res.Response, created)
+	case res.Outcome != idem.InFlight:
+		t.Fatalf("a lost race was answered %v", res.Outcome)
+	}
+}
+
+func TestIsolation(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		switch tg.dialect.Name() {
+		case "postgres":
+			for _, level := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
+				t.Run(level.String(), func(t *testing.T) { testPostgresIsolation(t, tg, level) })
+			}
+		case "mysql":
+			testMySQLIsolation(t, tg)
+		case "sqlite":
+			testSQLiteBusy(t)
+		}
+	})
+}
+
+func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
+	ctx := context.Background()
+	opts := &sql.TxOptions{Isolation: level}
+
+	t.Run("claim committed after the snapshot", func(t *testing.T) {
+		e := setup(t, tg)
+		tx := e.begin(t, opts)
+		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.effects); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		wantOutcome(t, res, err, idem.Claimed)
+		_, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		wantRetry(t, err)
+	})
+
+	t.Run("claim committed during the wait", func(t *testing.T) {
+		e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
+		holder := e.hold(t, "k")
+		tx := e.begin(t, opts)
+		after(t, 200*time.Millisecond, holder.Commit)
+		res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		lostRace(t, res, err)
+	})
+
+	t.Run("serialization failure in fn", func(t *testing.T) {
+		e := setup(t, tg)
+		counter := e.counter(t)
+		tx := e.begin(t, opts)
+		_, err := e.store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			return created, counter.conflict(ctx, tx, true)
+		})
+		wantRetry(t, err)
+	})
+
+	t.Run("DoTx runs the transaction again", func(t *testing.T) {
+		e := setup(t, tg)
+		counter := e.counter(t)
+		var attempts atomic.Int32
+		res, err := e.store.DoTx(ctx, e.db, opts, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			first := attempts.Add(1) == 1
+			if err := counter.conflict(ctx, tx, first); err != nil {
+				return idem.Response{}, err
+			}
+			return e.effect("k", created)(ctx, tx)
+		})
+		wantOutcome(t, res, err, idem.Claimed)
+		if n := attempts.Load(); n != 2 {
+			t.Errorf("fn ran %d times, want 2: one conflict, one success", n)
+		}
+		if n := e.effectCount(t, "k"); n != 1 {
+			t.Errorf("%d effect rows, want 1", n)
+		}
+	})
+
+	if level == sql.LevelSerializable {
+		t.Run("serialization failure at commit", func(t *testing.T) {
+			e := setup(t, tg)
+			// Two transactions that each read the effects and then add
+			// one cannot both commit under SERIALIZABLE.
+			var (
+				ready sync.WaitGroup
+				runs  atomic.Int32
+				wg    sync.WaitGroup
+			)
+			ready.Add(2)
+			for _, key := range []string{"a", "b"} {
+				wg.Add(1)
+				first := true
+				go func() {
+					defer wg.Done()
+					res, err := e.store.DoTx(ctx, e.db, opts, key, hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+						runs.Add(1)
+						if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.effects); err != nil {
+							return idem.Response{}, err
+						}
+						if first {
+							first = false
+							ready.Done()
+							ready.Wait()
+						}
+						return e.effect(key, created)(ctx, tx)
+					})
+					if err != nil || res.Outcome != idem.Claimed {
+						t.Errorf("DoTx(%s) = %v, %v, want Claimed", key, res.Outcome, err)
+					}
+				}()
+			}
+			wg.Wait()
+			if n := runs.Load(); n < 3 {
+				t.Errorf("fn ran %d times, want a retry after the serialization failure", n)
+			}
+			for _, key := range []string{"a", "b"} {
+				if n := e.effectCount(t, key); n != 1 {
+					t.Errorf("key %s: %d effect rows, want 1", key, n)
+				}
+			}
+		})
+	}
+}
+
+// counter is a row that two transactions can fight over.
+type counter struct {
+	e      *env
+	update string
+}
+
+func (e *env) counter(t *testing.T) *counter {
+	t.Helper()
+	if _, err := e.db.ExecContext(context.Background(), sprintf(e.tg.insertEffect, e.effects), []byte("counter"), "0"); err != nil {
+		t.Fatal(err)
+	}
+	return &counter{e: e, update: fmt.Sprintf("UPDATE %s SET note = note || 'x' WHERE k = %s", e.effects, e.placeholder(1))}
+}
+
+// conflict updates the counter in tx, after another transaction updated and
+// committed it when first is true, which fails under REPEATABLE READ and
+// SERIALIZABLE.
+func (c *counter) conflict(ctx context.Context, tx *sql.Tx, first bool) error {
+	if first {
+		if _, err := c.e.db.ExecContext(ctx, c.update, []byte("counter")); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, c.update, []byte("counter"))
+	return err
+}
+
+func testMySQLIsolation(t *testing.T, tg target) {
+	ctx := context.Background()
+
+	t.Run("claim committed after an earlier read", func(t *testing.T) {
+		e := setup(t, tg)
+		tx := e.begin(t, nil) // REPEATABLE READ, MariaDB's default
+		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.table); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		wantOutcome(t, res, err, idem.Claimed)
+		res, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, created)
+	})
+
+	t.Run("snapshot isolation conflict", func(t *testing.T) {
+		e := setup(t, tg)
+		conn, err := e.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "SET SESSION innodb_snapshot_isolation = ON"); err != nil {
+			t.Skipf("this server has no innodb_snapshot_isolation: %v", err)
+		}
+		defer conn.ExecContext(ctx, "SET SESSION innodb_snapshot_isolation = OFF")
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.table); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		wantOutcome(t, res, err, idem.Claimed)
+		_, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		wantRetry(t, err)
+	})
+
+	t.Run("deadlock among waiters", func(t *testing.T) {
+		// When the holder rolls back, InnoDB resolves the waiters' lock
+		// requests with a deadlock: one claims, the others get 1213.
+		e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
+		holder := e.hold(t, "k")
+		var (
+			wg       sync.WaitGroup
+			claimed  atomic.Int32
+			retried  atomic.Int32
+			waiters  = 3
+			started  sync.WaitGroup
+			rollback = make(chan struct{})
+		)
+		started.Add(waiters)
+		for i := 0; i < waiters; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tx, err := e.db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Error(err)
+					started.Done()
+					return
+				}
+				defer tx.Rollback()
+				started.Done()
+				res, err := e.store.Do(ctx, tx, "k", hashA, e.effect("k", created))
+				switch {
+				case err != nil:
+					if !errors.Is(err, idem.ErrRetry) || !isDriverError(err) {
+						t.Errorf("Do: %v, want an outcome or ErrRetry", err)
+					}
+					retried.Add(1)
+				case res.Outcome == idem.Claimed:
+					claimed.Add(1)
+					if err := tx.Commit(); err != nil {
+						t.Error(err)
+					}
+				case res.Outcome != idem.Replay:
+					t.Errorf("outcome %v, want Claimed, Replay or ErrRetry", res.Outcome)
+				}
+			}()
+		}
+		started.Wait()
+		after(t, 300*time.Millisecond, func() error { defer close(rollback); return holder.Rollback() })
+		wg.Wait()
+		<-rollback
+		if claimed.Load() != 1 {
+			t.Errorf("%d waiters claimed, want 1", claimed.Load())
+		}
+		t.Logf("deadlocks returned as ErrRetry: %d of %d waiters", retried.Load(), waiters)
+		if n := e.effectCount(t, "k"); n != 1 {
+			t.Errorf("%d effect rows, want 1", n)
+		}
+	})
+}
+
+// testSQLiteBusy opens SQLite without the recommended DSN, so that a second
+// writer fails at once with SQLITE_BUSY, and checks that it is ErrRetry.
+func testSQLiteBusy(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t, sqliteTarget("_pragma=busy_timeout(0)"))
+	holder := e.hold(t, "a")
+	tx := e.begin(t, nil)
+	if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.table); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.store.Do(ctx, tx, "b", hashA, mustNotRun(t))
+	wantRetry(t, err)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.store.DoTx(ctx, e.db, nil, "b", hashA, e.effect("b", created))
+	wantOutcome(t, res, err, idem.Claimed)
+}
+
+// TestTorture races 32 goroutines on the same few keys, each writing its
+// effect in the transaction of its claim: every call must end in an outcome
+// or ErrRetry, and every key with exactly one effect.
+func TestTorture(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		const (
+			workers = 32
+			keys    = 8
+			rounds  = 2
+		)
+		e := setup(t, tg, idem.WithLockTimeout(200*time.Millisecond))
+		e.db.SetMaxOpenConns(workers + 4)
+		ctx := context.Background()
+		var (
+			wg       sync.WaitGroup
+			outcomes [idem.InFlight + 1]atomic.Int32
+			retries  atomic.Int32
+		)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					for _, k := range rand.Perm(keys) {
+						key := fmt.Sprintf("key-%d", k)
+						res, err := e.store.DoTx(ctx, e.db, nil, key, hashA, e.effect(key, created))
+						switch {
+						case errors.Is(err, idem.ErrRetry):
+							retries.Add(1)
+						case err != nil:
+							t.Errorf("DoTx(%s): %v, want an outcome or ErrRetry", key, err)
+						case res.Outcome == idem.Mismatch:
+							t.Errorf("DoTx(%s): Mismatch for the same request", key)
+						case res.Outcome == idem.Replay:
+							sameResponse(t, res.Response, created)
+							outcomes[res.Outcome].Add(1)
+						default:
+							outcomes[res.Outcome].Add(1)
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for k := 0; k < keys; k++ {
+			if n := e.effectCount(t, fmt.Sprintf("key-%d", k)); n != 1 {
+				t.Errorf("key-%d: %d effect rows, want 1", k, n)
+			}
+		}
+		if got := outcomes[idem.Claimed].Load(); got != keys {
+			t.Errorf("%d calls claimed, want %d, one per key", got, keys)
+		}
+		t.Logf("%d calls: claimed %d, replay %d, in flight %d, ErrRetry after DoTx's attempts %d",
+			workers*keys*rounds, outcomes[idem.Claimed].Load(), outcomes[idem.Replay].Load(), outcomes[idem.InFlight].Load(), retries.Load())
+	})
+}

@@ -1,0 +1,115 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// DoTx attempts bound the retries of DoTx, and its pauses between attempts
+// grow from retryBase up to retryMax, with full jitter, so that the
+// transactions that conflicted do not meet again.
+const (
+	maxAttempts = 5
+	retryBase   = 5 * time.Millisecond
+	retryMax    = 250 * time.Millisecond
+	// resolveTimeout bounds the lookup that settles a commit whose reply
+	// was lost, which runs even if ctx is done.
+	resolveTimeout = 10 * time.Second
+)
+
+// DoTx runs Do in a transaction of its own: it begins a transaction on db
+// with opts, calls Do, commits only when the outcome is Claimed, and rolls
+// back otherwise. It always ends the transaction it began, also when fn
+// panics (the panic goes on after the rollback).
+//
+// When the database reports a conflict (ErrRetry), DoTx runs the whole
+// transaction again, fn included, up to 5 attempts with growing, jittered
+// pauses; after the last it returns the error, which matches ErrRetry.
+//
+// When the commit fails in a way that leaves its outcome open, as when the
+// connection drops before the reply, DoTx looks the key up instead of
+// guessing: if this attempt's record is there, the commit happened and the
+// result is Claimed; if another request's record is there, DoTx answers from
+// it; if there is none, nothing was committed and DoTx tries again. If the
+// lookup fails too, it returns ErrCommitUnknown.
+func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	if db == nil {
+		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			pause := min(retryBase<<attempt, retryMax)
+			if serr := sleep(ctx, rand.N(pause)+time.Millisecond); serr != nil {
+				return Result{}, errors.Join(serr, err)
+			}
+		}
+		var res Result
+		res, err = s.attemptTx(ctx, db, opts, key, reqHash, fn)
+		if !errors.Is(err, ErrRetry) {
+			return res, err
+		}
+	}
+	return Result{}, err
+}
+
+// attemptTx is one attempt of DoTx.
+func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (res Result, err error) {
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return Result{}, s.wrap("begin", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	var stored *Response
+	res, err = s.Do(ctx, tx, key, reqHash, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+		resp, err := fn(ctx, tx)
+		stored = &resp
+		return resp, err
+	})
+	if err != nil || res.Outcome != Claimed {
+		return res, err
+	}
+	committed = true // from here on, whatever Commit says, there is nothing to roll back
+	err = tx.Commit()
+	if err == nil {
+		return res, nil
+	}
+	if s.d.Classify(err) == ErrorRetry || errors.Is(err, sql.ErrTxDone) {
+		return Result{}, s.wrap("commit", err)
+	}
+	return s.resolveCommit(ctx, db, key, reqHash, res, stored, err)
+}
+
+// resolveCommit settles a commit whose reply was lost by looking the key up
+// on a fresh connection.
+func (s *Store) resolveCommit(ctx context.Context, db *sql.DB, key string, reqHash []byte, res Result, stored *Response, commitErr error) (Result, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	k := []byte(key)
+	rec, err := s.find(ctx, db, k)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, commitErr, err)
+	}
+	if rec == nil || !rec.live(s.clock().UnixMicro()) {
+		// Nothing committed: the attempt can run again.
+		return Result{}, retryError("commit failed, nothing was stored", commitErr)
+	}
+	v := &values{key: k, requestHash: reqHash}
+	if rec.createdAt == res.CreatedAt.UnixMicro() && stored != nil && s.prepareResponse(v, *stored) == nil && bytes.Equal(rec.checksum, v.checksum) {
+		return res, nil // this attempt's record: the commit went through
+	}
+	return s.decide(v, rec)
+}
