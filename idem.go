@@ -408,9 +408,9 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result
 // runClaim runs the claim statement once.
 func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
 	var (
-		r                  record
-		status             sql.NullInt64
-		created, expires   sql.NullInt64
+		r                   record
+		status              sql.NullInt64
+		created, expires    sql.NullInt64
 		claimedCol, busyCol bool
 	)
 	err = tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...).Scan(
