@@ -229,14 +229,8 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	if tx == nil {
 		return Result{}, fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
 	}
-	if fn == nil {
-		return Result{}, fmt.Errorf("%w: nil Func", ErrInvalidArgument)
-	}
-	if err := validateKey(key); err != nil {
+	if err := validateCall(key, reqHash, fn); err != nil {
 		return Result{}, err
-	}
-	if len(reqHash) == 0 || len(reqHash) > MaxHashBytes {
-		return Result{}, fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidHash, len(reqHash), MaxHashBytes)
 	}
 	now := s.clock().UnixMicro()
 	v := &values{
@@ -270,6 +264,20 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	}
 	res.Response = resp
 	return res, nil
+}
+
+// validateCall checks the arguments that Do and DoTx share.
+func validateCall(key string, reqHash []byte, fn Func) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil Func", ErrInvalidArgument)
+	}
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	if len(reqHash) == 0 || len(reqHash) > MaxHashBytes {
+		return fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidHash, len(reqHash), MaxHashBytes)
+	}
+	return nil
 }
 
 func validateKey(key string) error {

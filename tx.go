@@ -44,6 +44,9 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	if db == nil {
 		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
+	if err := validateCall(key, reqHash, fn); err != nil {
+		return Result{}, err
+	}
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {

@@ -1,0 +1,210 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// errReplyLost stands for a connection that dropped while a commit's reply
+// was on its way.
+var errReplyLost = errors.New("read tcp: connection reset by peer")
+
+// lossy decides what the connections of a lossyConnector do at their next
+// commit, and whether their queries fail.
+type lossy struct {
+	// commit: 0 commits normally; loseReply commits and then reports
+	// errReplyLost; dropCommit rolls back and reports errReplyLost.
+	commit      atomic.Int32
+	failQueries atomic.Bool
+}
+
+const (
+	loseReply = 1 + iota
+	dropCommit
+)
+
+// lossyConnector wraps a real SQLite connector, so that a commit's reply can
+// be lost after the commit did or did not happen.
+type lossyConnector struct {
+	base driver.Driver
+	dsn  string
+	ctl  *lossy
+}
+
+func (c lossyConnector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := c.base.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyConn{conn.(fullConn), c.ctl}, nil
+}
+
+func (c lossyConnector) Driver() driver.Driver { return c.base }
+
+type fullConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ExecerContext
+	driver.QueryerContext
+}
+
+type lossyConn struct {
+	fullConn
+	ctl *lossy
+}
+
+func (c *lossyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.fullConn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyTx{tx, c.ctl}, nil
+}
+
+func (c *lossyConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.ctl.failQueries.Load() {
+		return nil, errReplyLost
+	}
+	return c.fullConn.QueryContext(ctx, query, args)
+}
+
+type lossyTx struct {
+	driver.Tx
+	ctl *lossy
+}
+
+func (t *lossyTx) Commit() error {
+	switch t.ctl.commit.Swap(0) {
+	case loseReply:
+		if err := t.Tx.Commit(); err != nil {
+			return err
+		}
+		return errReplyLost
+	case dropCommit:
+		if err := t.Tx.Rollback(); err != nil {
+			return err
+		}
+		return errReplyLost
+	}
+	return t.Tx.Commit()
+}
+
+// lossyEnv is an env on SQLite whose connections obey ctl.
+func lossyEnv(t *testing.T) (*env, *lossy) {
+	t.Helper()
+	tg := sqliteTarget("")
+	path := filepath.Join(t.TempDir(), "idem.db")
+	dsn := "file:" + path + "?_txlock=immediate&_pragma=busy_timeout(10000)"
+	plain, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := plain.Driver()
+	plain.Close()
+	ctl := &lossy{}
+	tg.open = func(t *testing.T) *sql.DB {
+		db := sql.OpenDB(lossyConnector{base: base, dsn: dsn, ctl: ctl})
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	return setup(t, tg), ctl
+}
+
+func TestDoTxLostCommitReply(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("the commit happened", func(t *testing.T) {
+		e, ctl := lossyEnv(t)
+		runs := 0
+		res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			runs++
+			ctl.commit.Store(loseReply)
+			return e.effect("k", created)(ctx, tx)
+		})
+		wantOutcome(t, res, err, idem.Claimed)
+		sameResponse(t, res.Response, created)
+		if runs != 1 {
+			t.Errorf("fn ran %d times, want 1: the commit went through", runs)
+		}
+		if n := e.effectCount(t, "k"); n != 1 {
+			t.Errorf("%d effect rows, want 1", n)
+		}
+	})
+
+	t.Run("the commit did not happen", func(t *testing.T) {
+		e, ctl := lossyEnv(t)
+		runs := 0
+		res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			runs++
+			if runs == 1 {
+				ctl.commit.Store(dropCommit)
+			}
+			return e.effect("k", created)(ctx, tx)
+		})
+		wantOutcome(t, res, err, idem.Claimed)
+		if runs != 2 {
+			t.Errorf("fn ran %d times, want 2: nothing was committed the first time", runs)
+		}
+		if n := e.effectCount(t, "k"); n != 1 {
+			t.Errorf("%d effect rows, want 1", n)
+		}
+	})
+
+	t.Run("the lookup fails too", func(t *testing.T) {
+		e, ctl := lossyEnv(t)
+		_, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			ctl.commit.Store(loseReply)
+			resp, err := e.effect("k", created)(ctx, tx)
+			ctl.failQueries.Store(true) // after the claim, before the lookup
+			return resp, err
+		})
+		if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, errReplyLost) {
+			t.Errorf("DoTx: %v, want ErrCommitUnknown wrapping the commit's error", err)
+		}
+		ctl.failQueries.Store(false)
+		res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, mustNotRun(t))
+		wantOutcome(t, res, err, idem.Replay)
+	})
+}
+
+func TestDoTxEndsItsTransaction(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t, sqliteTarget(""))
+	e.db.SetMaxOpenConns(1) // a transaction left open would block the next call
+
+	t.Run("on a panic", func(t *testing.T) {
+		defer func() {
+			if recover() == nil {
+				t.Error("DoTx swallowed fn's panic")
+			}
+		}()
+		_, _ = e.store.DoTx(ctx, e.db, nil, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
+			panic("handler bug")
+		})
+	})
+	for _, o := range []struct {
+		name string
+		fn   idem.Func
+	}{
+		{"on an error", func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, errors.New("no") }},
+		{"on Claimed", e.effect("k", created)},
+		{"on Replay", mustNotRun(t)},
+	} {
+		t.Run(o.name, func(t *testing.T) {
+			_, _ = e.store.DoTx(ctx, e.db, nil, "k", hashA, o.fn)
+			if n := e.db.Stats().InUse; n != 0 {
+				t.Errorf("%d connections still in use", n)
+			}
+		})
+	}
+	if n := e.effectCount(t, "k"); n != 1 {
+		t.Errorf("%d effect rows, want 1", n)
+	}
+}

@@ -1,0 +1,163 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    idem.Dialect
+		opt  idem.Option
+	}{
+		{"nil dialect", nil, nil},
+		{"SQL in the table name", idem.Postgres(), idem.WithTable("keys; DROP TABLE orders")},
+		{"quoted table name", idem.Postgres(), idem.WithTable(`"keys"`)},
+		{"empty table name", idem.Postgres(), idem.WithTable("")},
+		{"leading digit", idem.Postgres(), idem.WithTable("1keys")},
+		{"three parts", idem.Postgres(), idem.WithTable("a.b.c")},
+		{"empty schema", idem.Postgres(), idem.WithTable(".keys")},
+		{"long table name", idem.Postgres(), idem.WithTable(strings.Repeat("k", 49))},
+		{"zero retention", idem.MySQL(), idem.WithRetention(0)},
+		{"negative lock timeout", idem.MySQL(), idem.WithLockTimeout(-time.Second)},
+		{"nil clock", idem.SQLite(), idem.WithClock(nil)},
+		{"zero response limit", idem.SQLite(), idem.WithMaxResponseBytes(0)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := idem.New(c.d, c.opt); !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("New: %v, want ErrInvalidArgument", err)
+			}
+		})
+	}
+	for _, name := range []string{"keys", "Keys_2", "billing.idempotency_keys", "_k"} {
+		if _, err := idem.New(idem.Postgres(), idem.WithTable(name)); err != nil {
+			t.Errorf("WithTable(%q): %v", name, err)
+		}
+	}
+}
+
+func TestBadInputIsAnError(t *testing.T) {
+	e := setup(t, sqliteTarget(""))
+	ctx := context.Background()
+	ok := e.effect("k", created)
+	tx := e.begin(t, nil)
+	var zero idem.Store
+	var nilStore *idem.Store
+	for _, c := range []struct {
+		name  string
+		store *idem.Store
+		tx    *sql.Tx
+		key   string
+		hash  []byte
+		fn    idem.Func
+		want  error
+	}{
+		{"empty key", e.store, tx, "", hashA, ok, idem.ErrInvalidKey},
+		{"long key", e.store, tx, strings.Repeat("k", idem.MaxKeyBytes+1), hashA, ok, idem.ErrInvalidKey},
+		{"empty hash", e.store, tx, "k", nil, ok, idem.ErrInvalidHash},
+		{"long hash", e.store, tx, "k", make([]byte, idem.MaxHashBytes+1), ok, idem.ErrInvalidHash},
+		{"nil transaction", e.store, nil, "k", hashA, ok, idem.ErrInvalidArgument},
+		{"nil Func", e.store, tx, "k", hashA, nil, idem.ErrInvalidArgument},
+		{"zero Store", &zero, tx, "k", hashA, ok, idem.ErrInvalidArgument},
+		{"nil Store", nilStore, tx, "k", hashA, ok, idem.ErrInvalidArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := c.store.Do(ctx, c.tx, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
+				t.Errorf("Do: %v, want %v", err, c.want)
+			}
+			if c.tx != nil {
+				if _, err := c.store.DoTx(ctx, e.db, nil, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
+					t.Errorf("DoTx: %v, want %v", err, c.want)
+				}
+			}
+		})
+	}
+	if _, err := e.store.Do(ctx, tx, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
+		return idem.Response{Status: 1 << 40}, nil
+	}); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Do with a 41-bit status: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := e.store.DoTx(ctx, nil, nil, "k", hashA, ok); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("DoTx with a nil database: %v", err)
+	}
+	if _, err := e.store.Lookup(ctx, e.db, ""); !errors.Is(err, idem.ErrInvalidKey) {
+		t.Errorf("Lookup with an empty key: %v", err)
+	}
+	if _, err := e.store.Lookup(ctx, nil, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Lookup with a nil Querier: %v", err)
+	}
+	if _, err := zero.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Lookup on a zero Store: %v", err)
+	}
+	if _, err := e.store.Purge(ctx, e.db, 0); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Purge with batch 0: %v", err)
+	}
+	if err := zero.Migrate(ctx, e.db); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Migrate on a zero Store: %v", err)
+	}
+	if zero.Schema() != nil {
+		t.Error("Schema on a zero Store is not nil")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("bad input stored a record: Lookup = %v", err)
+	}
+}
+
+func TestFingerprintFraming(t *testing.T) {
+	p := func(s ...string) [][]byte {
+		var b [][]byte
+		for _, x := range s {
+			b = append(b, []byte(x))
+		}
+		return b
+	}
+	distinct := [][][]byte{p("ab", "c"), p("a", "bc"), p("abc"), p("abc", ""), p("", "abc"), p(), p("")}
+	seen := map[string]int{}
+	for i, parts := range distinct {
+		h := idem.Fingerprint(parts...)
+		if len(h) != 32 {
+			t.Fatalf("Fingerprint is %d bytes, want 32", len(h))
+		}
+		if j, dup := seen[string(h)]; dup {
+			t.Errorf("Fingerprint(%q) = Fingerprint(%q)", distinct[i], distinct[j])
+		}
+		seen[string(h)] = i
+	}
+	if !bytes.Equal(idem.Fingerprint(p("a", "b")...), idem.Fingerprint(p("a", "b")...)) {
+		t.Error("Fingerprint is not deterministic")
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[idem.Outcome]string{
+		idem.Claimed: "claimed", idem.Replay: "replay", idem.Mismatch: "mismatch", idem.InFlight: "in flight", 0: "Outcome(0)",
+	} {
+		if got := o.String(); got != want {
+			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
+		}
+	}
+}
+
+func TestEmptyResponseReplays(t *testing.T) {
+	e := setup(t, sqliteTarget(""))
+	empty := idem.Response{Status: 204, Header: http.Header{}}
+	res, err := e.do(t, "k", hashA, e.effect("k", empty), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	res, err = e.do(t, "k", hashA, mustNotRun(t), false)
+	wantOutcome(t, res, err, idem.Replay)
+	if res.Response.Status != 204 || res.Response.Header != nil || res.Response.Body == nil || len(res.Response.Body) != 0 {
+		t.Errorf("replay of an empty response = %+v, want status 204, nil header, empty body", res.Response)
+	}
+}
