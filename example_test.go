@@ -16,8 +16,9 @@ import (
 )
 
 // openExampleDB opens a SQLite database in a temporary directory with the
-// settings the SQLite dialect asks for, and creates an orders table.
-func openExampleDB() (db *sql.DB, cleanup func()) {
+// settings the SQLite dialect asks for, creates an orders table, and makes a
+// Store with its table.
+func openExampleDB() (db *sql.DB, store *idem.Store, cleanup func()) {
 	dir, err := os.MkdirTemp("", "idem-example")
 	if err != nil {
 		log.Fatal(err)
@@ -29,21 +30,20 @@ func openExampleDB() (db *sql.DB, cleanup func()) {
 	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	return db, func() { db.Close(); os.RemoveAll(dir) }
-}
-
-func ExampleStore_Do() {
-	db, cleanup := openExampleDB()
-	defer cleanup()
-	ctx := context.Background()
-
-	store, err := idem.New(idem.SQLite())
+	store, err = idem.New(idem.SQLite())
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Migrate(ctx, db); err != nil {
+	if err := store.Migrate(context.Background(), db); err != nil {
 		log.Fatal(err)
 	}
+	return db, store, func() { db.Close(); os.RemoveAll(dir) }
+}
+
+func ExampleStore_Do() {
+	db, store, cleanup := openExampleDB()
+	defer cleanup()
+	ctx := context.Background()
 
 	placeOrder := func(key, item string) {
 		tx, err := db.BeginTx(ctx, nil)
@@ -95,17 +95,9 @@ func ExampleStore_Do() {
 }
 
 func ExampleStore_DoTx() {
-	db, cleanup := openExampleDB()
+	db, store, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
-
-	store, err := idem.New(idem.SQLite())
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := store.Migrate(ctx, db); err != nil {
-		log.Fatal(err)
-	}
 	addBook := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES ('book')`); err != nil {
 			return idem.Response{}, err
@@ -125,17 +117,9 @@ func ExampleStore_DoTx() {
 }
 
 func ExampleRefusable() {
-	db, cleanup := openExampleDB()
+	db, store, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
-
-	store, err := idem.New(idem.SQLite())
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := store.Migrate(ctx, db); err != nil {
-		log.Fatal(err)
-	}
 	pay := idem.Refusable(func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES ('book')`); err != nil {
 			return idem.Response{}, err

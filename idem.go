@@ -367,7 +367,17 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result
 		rec, claimed, busy, err := s.runClaim(ctx, tx, v)
 		switch {
 		case s.d.Classify(err) == ErrorLockTimeout:
-			return s.afterLockTimeout(ctx, tx, v)
+			// The claim waited in vain. A finished record may be
+			// visible all the same, behind a replay that holds its lock.
+			if rec, err = s.findLive(ctx, tx, v); err == nil && rec == nil {
+				return Result{Outcome: InFlight}, false, nil
+			}
+		case err == nil && rec == nil && !busy:
+			// Lost to a winner the statement could not see: look
+			// again in a statement of its own.
+			rec, err = s.findLive(ctx, tx, v)
+		}
+		switch {
 		case err != nil:
 			return Result{}, false, s.wrap("claim", err)
 		case claimed:
@@ -394,16 +404,6 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result
 			}
 			if n, err := r.RowsAffected(); err == nil && n == 1 {
 				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
-			}
-			unsettled++
-		case rec == nil:
-			rec, err := s.find(ctx, tx, v.key)
-			if err != nil {
-				return Result{}, false, s.wrap("lookup", err)
-			}
-			if rec != nil && rec.live(v.createdAt) {
-				res, err := s.decide(v, rec)
-				return res, false, err
 			}
 			unsettled++
 		default:
@@ -455,19 +455,14 @@ func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error
 	return &r, nil
 }
 
-// afterLockTimeout answers a claim that waited for the key in vain. A
-// finished record may be visible all the same (a replay that holds the
-// row's lock); otherwise the key is in flight.
-func (s *Store) afterLockTimeout(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
+// findLive runs the lookup statement in tx, and returns the record of v's
+// key if it is live, or nil.
+func (s *Store) findLive(ctx context.Context, tx *sql.Tx, v *values) (*record, error) {
 	rec, err := s.find(ctx, tx, v.key)
-	if err != nil {
-		return Result{}, false, s.wrap("lookup", err)
+	if err != nil || rec == nil || !rec.live(v.createdAt) {
+		return nil, err
 	}
-	if rec != nil && rec.live(v.createdAt) {
-		res, err := s.decide(v, rec)
-		return res, false, err
-	}
-	return Result{Outcome: InFlight}, false, nil
+	return rec, nil
 }
 
 // decide answers a request from the live record of its key.
