@@ -142,19 +142,29 @@ const (
 	paramLockID
 )
 
-var paramNames = map[string]param{
-	"key":          paramKey,
-	"request_hash": paramRequestHash,
-	"created_at":   paramCreatedAt,
-	"expires_at":   paramExpiresAt,
-	"status":       paramStatus,
-	"header":       paramHeader,
-	"body":         paramBody,
-	"checksum":     paramChecksum,
-	"now":          paramNow,
-	"limit":        paramLimit,
-	"token":        paramToken,
-	"lock_id":      paramLockID,
+// paramNames are the names of the parameters in SQL, as {name}.
+var paramNames = [...]string{
+	paramKey:         "key",
+	paramRequestHash: "request_hash",
+	paramCreatedAt:   "created_at",
+	paramExpiresAt:   "expires_at",
+	paramStatus:      "status",
+	paramHeader:      "header",
+	paramBody:        "body",
+	paramChecksum:    "checksum",
+	paramNow:         "now",
+	paramLimit:       "limit",
+	paramToken:       "token",
+	paramLockID:      "lock_id",
+}
+
+func paramByName(name string) (param, bool) {
+	for p, n := range paramNames {
+		if n == name {
+			return param(p), true
+		}
+	}
+	return 0, false
 }
 
 // values holds everything a statement may bind.
@@ -235,7 +245,7 @@ func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
 		if j > 0 {
 			name = sql[i+1 : i+j]
 		}
-		p, known := paramNames[name]
+		p, known := paramByName(name)
 		if !known || !isIdent(name) {
 			if j > 0 && isIdent(name) {
 				return statement{}, fmt.Errorf("%w: %s dialect: %s statement binds unknown parameter {%s}", ErrInvalidArgument, d.Name(), what, name)

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgo/idem/internal/codec"
 )
 
 // Limits on the inputs of Do.
@@ -172,6 +174,40 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// Query is one statement as a Store sends it.
+type Query struct {
+	// SQL is the text of the statement, with the dialect's placeholders.
+	SQL string
+	// Params names the values bound to the placeholders, in order, by the
+	// parameter names of Statements: "key", "request_hash", and so on.
+	Params []string
+}
+
+// Queries returns the statements the Store sends, by name: "claim",
+// "lookup", "complete", "abandon", "purge", and "takeover" where the dialect
+// has one. They are for tools and tests that must match the Store's SQL
+// exactly, such as the sqlmock expectations of package idemtest.
+func (s *Store) Queries() map[string]Query {
+	if s.check() != nil {
+		return nil
+	}
+	qs := make(map[string]Query, 6)
+	for name, st := range map[string]*statement{
+		"claim": &s.claim, "takeover": &s.takeover, "lookup": &s.lookup,
+		"complete": &s.complete, "abandon": &s.abandon, "purge": &s.purge,
+	} {
+		if st.query == "" {
+			continue
+		}
+		q := Query{SQL: st.query}
+		for _, p := range st.params {
+			q.Params = append(q.Params, paramNames[p])
+		}
+		qs[name] = q
+	}
+	return qs
+}
+
 func (s *Store) check() error {
 	if s == nil || s.d == nil {
 		return fmt.Errorf("%w: Store not made by New", ErrInvalidArgument)
@@ -300,7 +336,7 @@ func (s *Store) prepareResponse(v *values, resp Response) error {
 	if resp.Status < math.MinInt32 || resp.Status > math.MaxInt32 {
 		return fmt.Errorf("%w: status %d does not fit in 32 bits", ErrInvalidArgument, resp.Status)
 	}
-	header := encodeHeader(resp.Header)
+	header := codec.EncodeHeader(resp.Header)
 	if size := len(header) + len(resp.Body); size > s.maxResponseBytes {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrResponseTooLarge, size, s.maxResponseBytes)
 	}
@@ -308,7 +344,7 @@ func (s *Store) prepareResponse(v *values, resp Response) error {
 	if body == nil {
 		body = []byte{}
 	}
-	sum := responseChecksum(v.key, v.requestHash, int64(resp.Status), header, body)
+	sum := codec.Checksum(v.key, v.requestHash, int64(resp.Status), header, body)
 	v.status, v.header, v.body, v.checksum = int64(resp.Status), header, body, sum[:]
 	return nil
 }
