@@ -174,6 +174,14 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// Dialect returns the dialect the Store was made with.
+func (s *Store) Dialect() Dialect {
+	if s == nil {
+		return nil
+	}
+	return s.d
+}
+
 // Query is one statement as a Store sends it.
 type Query struct {
 	// SQL is the text of the statement, with the dialect's placeholders.

@@ -1,0 +1,10 @@
+// Package idemtest helps test code that uses idem, and dialects for it.
+//
+// Mock sets go-sqlmock expectations for the statements a Store sends, one
+// call per outcome, so that a handler that calls Do can be unit-tested
+// without a database and without knowing idem's SQL.
+//
+// TestDialect runs the whole contract of Do against a real database through
+// a Dialect, one named subtest per property: the built-in dialects pass it,
+// and so must a new one.
+package idemtest
