@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -247,14 +246,6 @@ func isDriverError(err error) bool {
 		sqlErr *sqlite.Error
 	)
 	return errors.As(err, &pqErr) || errors.As(err, &pgxErr) || errors.As(err, &myErr) || errors.As(err, &sqlErr)
-}
-
-// within fails the test when d is not between lo and hi.
-func within(t *testing.T, what string, d, lo, hi time.Duration) {
-	t.Helper()
-	if d < lo || d > hi {
-		t.Errorf("%s took %v, want between %v and %v", what, d, lo, hi)
-	}
 }
 
 // mustNotRun is a Func that fails the test if it runs.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,87 +36,6 @@ func after(t *testing.T, d time.Duration, f func() error) {
 			t.Errorf("background: %v", err)
 		}
 	}()
-}
-
-func TestConcurrentClaim(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		if tg.dialect.Name() == "sqlite" {
-			testSQLiteWaitsAtBegin(t, tg)
-			return
-		}
-		ctx := context.Background()
-		timeout := 300 * time.Millisecond
-		if tg.dialect.Name() == "mysql" {
-			timeout = time.Second // MariaDB counts whole seconds
-		}
-
-		t.Run("InFlight after the lock timeout, transaction still usable", func(t *testing.T) {
-			e := setup(t, tg, idem.WithLockTimeout(timeout))
-			holder := e.hold(t, "k")
-			tx := e.begin(t, nil)
-			start := time.Now()
-			res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
-			wantOutcome(t, res, err, idem.InFlight)
-			within(t, "InFlight", time.Since(start), timeout, timeout+2*time.Second)
-			if _, err := tx.ExecContext(ctx, sprintf(tg.insertEffect, e.effects), []byte("after"), "x"); err != nil {
-				t.Fatalf("the transaction is not usable after InFlight: %v", err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatalf("commit after InFlight: %v", err)
-			}
-			if n := e.effectCount(t, "after"); n != 1 {
-				t.Errorf("%d rows written after InFlight, want 1", n)
-			}
-			if err := holder.Commit(); err != nil {
-				t.Fatal(err)
-			}
-		})
-
-		t.Run("zero lock timeout answers at once", func(t *testing.T) {
-			e := setup(t, tg, idem.WithLockTimeout(0))
-			e.hold(t, "k")
-			start := time.Now()
-			res, err := e.do(t, "k", hashA, mustNotRun(t), false)
-			wantOutcome(t, res, err, idem.InFlight)
-			within(t, "InFlight", time.Since(start), 0, 500*time.Millisecond)
-		})
-
-		t.Run("Replay when the holder commits within the wait", func(t *testing.T) {
-			e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-			holder := e.hold(t, "k")
-			after(t, 200*time.Millisecond, holder.Commit)
-			start := time.Now()
-			res, err := e.do(t, "k", hashA, mustNotRun(t), false)
-			wantOutcome(t, res, err, idem.Replay)
-			sameResponse(t, res.Response, created)
-			within(t, "Replay", time.Since(start), 150*time.Millisecond, 5*time.Second)
-		})
-
-		t.Run("Claimed when the holder rolls back within the wait", func(t *testing.T) {
-			e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-			holder := e.hold(t, "k")
-			after(t, 200*time.Millisecond, holder.Rollback)
-			res, err := e.do(t, "k", hashA, e.effect("k", created), true)
-			wantOutcome(t, res, err, idem.Claimed)
-			if n := e.effectCount(t, "k"); n != 1 {
-				t.Errorf("%d effect rows, want 1", n)
-			}
-		})
-	})
-}
-
-// testSQLiteWaitsAtBegin shows what SQLite does instead of InFlight: with
-// _txlock=immediate the second writer waits at BEGIN for the first to
-// finish, then replays.
-func testSQLiteWaitsAtBegin(t *testing.T, tg target) {
-	e := setup(t, tg)
-	holder := e.hold(t, "k")
-	after(t, 200*time.Millisecond, holder.Commit)
-	start := time.Now()
-	res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, mustNotRun(t))
-	wantOutcome(t, res, err, idem.Replay)
-	sameResponse(t, res.Response, created)
-	within(t, "DoTx behind a writer", time.Since(start), 150*time.Millisecond, 5*time.Second)
 }
 
 // wantRetry fails the test unless err matches both ErrRetry and the
@@ -270,7 +188,7 @@ func (e *env) counter(t *testing.T) *counter {
 	if _, err := e.db.ExecContext(context.Background(), sprintf(e.tg.insertEffect, e.effects), []byte("counter"), "0"); err != nil {
 		t.Fatal(err)
 	}
-	return &counter{e: e, update: fmt.Sprintf("UPDATE %s SET note = note || 'x' WHERE k = %s", e.effects, e.placeholder(1))}
+	return &counter{e: e, update: fmt.Sprintf("UPDATE %s SET note = note || 'x' WHERE k = %s", e.effects, e.tg.dialect.Placeholder(1))}
 }
 
 // conflict updates the counter in tx, after another transaction updated and
@@ -404,82 +322,4 @@ func testSQLiteBusy(t *testing.T) {
 	}
 	res, err := e.store.DoTx(ctx, e.db, nil, "b", hashA, e.effect("b", created))
 	wantOutcome(t, res, err, idem.Claimed)
-}
-
-// TestTorture races 32 goroutines on the same few keys, each writing its
-// effect in the transaction of its claim: every call must end in an outcome
-// or ErrRetry, and every key with exactly one effect.
-func TestTorture(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		const (
-			workers = 32
-			keys    = 48
-			rounds  = 1
-		)
-		e := setup(t, tg, idem.WithLockTimeout(200*time.Millisecond))
-		e.db.SetMaxOpenConns(workers + 4)
-		ctx := context.Background()
-		var (
-			wg       sync.WaitGroup
-			outcomes [idem.InFlight + 1]atomic.Int32
-			retries  atomic.Int32
-		)
-		// Half the workers use DoTx; the other half use Do in transactions
-		// of their own, and so see the conflicts that DoTx retries.
-		call := func(w int, key string) (idem.Result, error) {
-			fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-				time.Sleep(rand.N(2 * time.Millisecond)) // hold the key while others arrive
-				return e.effect(key, created)(ctx, tx)
-			}
-			if w%2 == 0 {
-				return e.store.DoTx(ctx, e.db, nil, key, hashA, fn)
-			}
-			tx, err := e.db.BeginTx(ctx, nil)
-			if err != nil {
-				return idem.Result{}, err
-			}
-			defer tx.Rollback()
-			res, err := e.store.Do(ctx, tx, key, hashA, fn)
-			if err == nil && res.Outcome == idem.Claimed {
-				err = tx.Commit()
-			}
-			return res, err
-		}
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for r := 0; r < rounds; r++ {
-					for _, k := range rand.Perm(keys) {
-						key := fmt.Sprintf("key-%d", k)
-						res, err := call(w, key)
-						switch {
-						case errors.Is(err, idem.ErrRetry):
-							retries.Add(1)
-						case err != nil:
-							t.Errorf("%s: %v, want an outcome or ErrRetry", key, err)
-						case res.Outcome == idem.Mismatch:
-							t.Errorf("%s: Mismatch for the same request", key)
-						case res.Outcome == idem.Replay:
-							sameResponse(t, res.Response, created)
-							outcomes[res.Outcome].Add(1)
-						default:
-							outcomes[res.Outcome].Add(1)
-						}
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		for k := 0; k < keys; k++ {
-			if n := e.effectCount(t, fmt.Sprintf("key-%d", k)); n != 1 {
-				t.Errorf("key-%d: %d effect rows, want 1", k, n)
-			}
-		}
-		if got := outcomes[idem.Claimed].Load(); got != keys {
-			t.Errorf("%d calls claimed, want %d, one per key", got, keys)
-		}
-		t.Logf("%d calls: claimed %d, replay %d, in flight %d, ErrRetry %d",
-			workers*keys*rounds, outcomes[idem.Claimed].Load(), outcomes[idem.Replay].Load(), outcomes[idem.InFlight].Load(), retries.Load())
-	})
 }

@@ -1,0 +1,485 @@
+package idemtest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// The properties of the contract, each run by TestDialect as a subtest.
+
+func testClaim(t *testing.T, s *suite) {
+	c := newClock()
+	e := s.env(t, idem.WithClock(c.Now))
+	runs := 0
+	fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		runs++
+		return e.effect("k", created)(ctx, tx)
+	}
+	res, err := e.do(t, "k", hashA, fn, true)
+	wantOutcome(t, res, err, idem.Claimed)
+	sameResponse(t, res.Response, created)
+	if runs != 1 {
+		t.Errorf("fn ran %d times, want 1", runs)
+	}
+	if !res.CreatedAt.Equal(c.Now()) || !res.ExpiresAt.Equal(c.Now().Add(idem.DefaultRetention)) {
+		t.Errorf("CreatedAt %v, ExpiresAt %v: want the clock and 24 hours later", res.CreatedAt, res.ExpiresAt)
+	}
+	e.wantEffects(t, "k", 1)
+	looked, err := e.store.Lookup(context.Background(), e.db, "k")
+	wantOutcome(t, looked, err, idem.Replay)
+	sameResponse(t, looked.Response, created)
+}
+
+func testReplay(t *testing.T, s *suite) {
+	e := s.env(t)
+	res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	stored := e.rawRecords(t)
+	for i := 0; i < 2; i++ {
+		again, err := e.do(t, "k", hashA, mustNotRun(t), i == 0)
+		wantOutcome(t, again, err, idem.Replay)
+		sameResponse(t, again.Response, created)
+		if !again.CreatedAt.Equal(res.CreatedAt) || !again.ExpiresAt.Equal(res.ExpiresAt) {
+			t.Errorf("replay times %v %v, want %v %v", again.CreatedAt, again.ExpiresAt, res.CreatedAt, res.ExpiresAt)
+		}
+	}
+	if got := e.rawRecords(t); !reflect.DeepEqual(got, stored) {
+		t.Errorf("a replay changed the record:\n got %v\nwant %v", got, stored)
+	}
+	e.wantEffects(t, "k", 1)
+}
+
+func testMismatch(t *testing.T, s *suite) {
+	e := s.env(t)
+	res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	stored := e.rawRecords(t)
+	res, err = e.do(t, "k", hashB, mustNotRun(t), true)
+	wantOutcome(t, res, err, idem.Mismatch)
+	if !reflect.DeepEqual(res.Response, idem.Response{}) {
+		t.Errorf("a mismatch shows the stored response: %+v", res.Response)
+	}
+	if got := e.rawRecords(t); !reflect.DeepEqual(got, stored) {
+		t.Error("a mismatch changed the record")
+	}
+	e.wantEffects(t, "k", 1)
+}
+
+func testFuncError(t *testing.T, s *suite) {
+	e := s.env(t)
+	ctx := context.Background()
+	declined := errors.New("card declined")
+	tx := e.begin(t, nil)
+	_, err := e.store.Do(ctx, tx, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
+		return idem.Response{}, declined
+	})
+	if !errors.Is(err, declined) {
+		t.Fatalf("Do = %v, want fn's error", err)
+	}
+	// Even a caller that commits after the error stores no record.
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Lookup: %v, want ErrNotFound", err)
+	}
+	res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+	wantOutcome(t, res, err, idem.Claimed)
+}
+
+func testRollback(t *testing.T, s *suite) {
+	e := s.env(t)
+	res, err := e.do(t, "k", hashA, e.effect("k", created), false)
+	wantOutcome(t, res, err, idem.Claimed)
+	if _, err := e.store.Lookup(context.Background(), e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Fatalf("Lookup after rollback: %v, want ErrNotFound", err)
+	}
+	res, err = e.do(t, "k", hashA, e.effect("k", created), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	e.wantEffects(t, "k", 1)
+}
+
+// testWaitThenReplay holds a claim and commits it while a second request
+// waits, with DoTx as a database that serialises writers needs.
+func testWaitThenReplay(t *testing.T, s *suite) {
+	e := s.env(t, idem.WithLockTimeout(10*time.Second))
+	holder := e.hold(t, "k")
+	after(t, 200*time.Millisecond, holder.Commit)
+	start := time.Now()
+	res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, mustNotRun(t))
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, created)
+	within(t, "the wait", time.Since(start), 150*time.Millisecond, 5*time.Second)
+	e.wantEffects(t, "k", 1)
+}
+
+func testWaitThenClaim(t *testing.T, s *suite) {
+	e := s.env(t, idem.WithLockTimeout(10*time.Second))
+	holder := e.hold(t, "k")
+	after(t, 200*time.Millisecond, holder.Rollback)
+	res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, e.effect("k", created))
+	wantOutcome(t, res, err, idem.Claimed)
+	e.wantEffects(t, "k", 1)
+}
+
+func testLockTimeout(t *testing.T, s *suite) {
+	const timeout = 300 * time.Millisecond
+	e := s.env(t, idem.WithLockTimeout(timeout))
+	if e.writersSerialize(t) {
+		t.Skip("the database lets one transaction write at a time: a second request waits at BEGIN and never sees the key in flight")
+	}
+	ctx := context.Background()
+	holder := e.hold(t, "k")
+	tx := e.begin(t, nil)
+	start := time.Now()
+	res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+	wantOutcome(t, res, err, idem.InFlight)
+	// Databases that count lock waits in whole seconds round up.
+	within(t, "InFlight", time.Since(start), timeout, timeout+2*time.Second)
+	if _, err := e.effect("after", created)(ctx, tx); err != nil {
+		t.Fatalf("the transaction is not usable after InFlight: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit after InFlight: %v", err)
+	}
+	e.wantEffects(t, "after", 1)
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	e0 := s.env(t, idem.WithLockTimeout(0))
+	e0.hold(t, "k")
+	start = time.Now()
+	res, err = e0.do(t, "k", hashA, mustNotRun(t), false)
+	wantOutcome(t, res, err, idem.InFlight)
+	within(t, "InFlight with no lock timeout", time.Since(start), 0, 500*time.Millisecond)
+}
+
+// testIsolation lets a transaction at a stricter level read, then loses its
+// key to another transaction that commits: the loser must not claim it.
+func testIsolation(t *testing.T, s *suite) {
+	for _, level := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
+		t.Run(level.String(), func(t *testing.T) {
+			e := s.env(t)
+			if e.writersSerialize(t) {
+				t.Skip("the database lets one transaction write at a time: no two claims can race")
+			}
+			ctx := context.Background()
+			// The loser reads a table of its own first, which takes its
+			// snapshot (or, where SERIALIZABLE reads lock, locks nothing
+			// that the winner needs).
+			other := "reads_" + randomHex(6)
+			if _, err := e.db.ExecContext(ctx, "CREATE TABLE "+other+" (n INT)"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = e.db.ExecContext(context.Background(), "DROP TABLE "+other) })
+			tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
+			if err != nil {
+				t.Skipf("the database does not offer %v: %v", level, err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+other); err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+			wantOutcome(t, res, err, idem.Claimed)
+			res, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+			switch {
+			case err != nil:
+				if !errors.Is(err, idem.ErrRetry) {
+					t.Fatalf("Do: %v, want an outcome or ErrRetry", err)
+				}
+			case res.Outcome == idem.Replay:
+				sameResponse(t, res.Response, created)
+			case res.Outcome != idem.InFlight:
+				t.Fatalf("the loser of a race was answered %v", res.Outcome)
+			}
+		})
+	}
+}
+
+func testExpiry(t *testing.T, s *suite) {
+	c := newClock()
+	e := s.env(t, idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(5*time.Second))
+	ctx := context.Background()
+	res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+	wantOutcome(t, res, err, idem.Claimed)
+
+	c.Advance(time.Hour - time.Microsecond)
+	res, err = e.do(t, "k", hashB, mustNotRun(t), false)
+	wantOutcome(t, res, err, idem.Mismatch)
+
+	c.Advance(time.Microsecond)
+	if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Lookup of an expired key: %v, want ErrNotFound", err)
+	}
+	// After the window the key is new, even for another request.
+	second := idem.Response{Status: 200, Body: []byte("second")}
+	res, err = e.do(t, "k", hashB, e.effect("k", second), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	res, err = e.do(t, "k", hashB, mustNotRun(t), false)
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, second)
+
+	// Many claimers of an expired key: exactly one wins.
+	c.Advance(2 * time.Hour)
+	var (
+		wg                  sync.WaitGroup
+		claimed, mismatched atomic.Int32
+	)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
+			switch {
+			case err != nil && !errors.Is(err, idem.ErrRetry):
+				t.Errorf("DoTx: %v, want an outcome or ErrRetry", err)
+			case err != nil:
+			case res.Outcome == idem.Claimed:
+				claimed.Add(1)
+			case res.Outcome == idem.Mismatch:
+				mismatched.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := claimed.Load(); n != 1 {
+		t.Errorf("%d claimers of the expired key won, want 1", n)
+	}
+	if n := mismatched.Load(); n != 0 {
+		t.Errorf("%d concurrent claimers got Mismatch", n)
+	}
+	e.wantEffects(t, "k", 3)
+}
+
+func testPurge(t *testing.T, s *suite) {
+	c := newClock()
+	e := s.env(t, idem.WithClock(c.Now), idem.WithRetention(time.Hour))
+	ctx := context.Background()
+	for i := 0; i < 25; i++ {
+		res, err := e.do(t, keyName(i), hashA, e.effect(keyName(i), created), true)
+		wantOutcome(t, res, err, idem.Claimed)
+	}
+	c.Advance(time.Hour)
+	for i := 25; i < 28; i++ {
+		res, err := e.do(t, keyName(i), hashA, e.effect(keyName(i), created), true)
+		wantOutcome(t, res, err, idem.Claimed)
+	}
+	if n, err := e.store.Purge(ctx, e.db, 10); err != nil || n != 25 {
+		t.Fatalf("Purge = %d, %v, want the 25 expired records", n, err)
+	}
+	if n := len(e.rawRecords(t)); n != 3 {
+		t.Errorf("%d records left, want the 3 live ones", n)
+	}
+	if n, err := e.store.Purge(ctx, e.db, 10); err != nil || n != 0 {
+		t.Errorf("second Purge = %d, %v, want 0", n, err)
+	}
+}
+
+// testKeysAreBytes claims keys that a collation, a pad-space rule or a
+// Unicode normalisation could take for one another: each is its own key.
+func testKeysAreBytes(t *testing.T, s *suite) {
+	keys := []string{
+		"Key-A", "key-a", "KEY-A",
+		"k", "k ", " k", "k\t",
+		"strasse", "straße",
+		"caf\u00e9", "cafe\u0301",
+		"k\x00", "\xff\xfe",
+		strings.Repeat("x", idem.MaxKeyBytes),
+		strings.Repeat("x", idem.MaxKeyBytes-1) + "y",
+	}
+	e := s.env(t)
+	for i, k := range keys {
+		res, err := e.do(t, k, hashA, e.effect(k, idem.Response{Status: 200 + i, Body: []byte(k)}), true)
+		wantOutcome(t, res, err, idem.Claimed)
+	}
+	for i, k := range keys {
+		res, err := e.do(t, k, hashA, mustNotRun(t), false)
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, idem.Response{Status: 200 + i, Body: []byte(k)})
+		e.wantEffects(t, k, 1)
+	}
+}
+
+func testBadInput(t *testing.T, s *suite) {
+	e := s.env(t)
+	ctx := context.Background()
+	fn := e.effect("k", created)
+	tx := e.begin(t, nil)
+	for _, c := range []struct {
+		name string
+		tx   *sql.Tx
+		key  string
+		hash []byte
+		fn   idem.Func
+		want error
+	}{
+		{"empty key", tx, "", hashA, fn, idem.ErrInvalidKey},
+		{"long key", tx, strings.Repeat("k", idem.MaxKeyBytes+1), hashA, fn, idem.ErrInvalidKey},
+		{"empty hash", tx, "k", nil, fn, idem.ErrInvalidHash},
+		{"long hash", tx, "k", make([]byte, idem.MaxHashBytes+1), fn, idem.ErrInvalidHash},
+		{"nil transaction", nil, "k", hashA, fn, idem.ErrInvalidArgument},
+		{"nil Func", tx, "k", hashA, nil, idem.ErrInvalidArgument},
+	} {
+		if _, err := e.store.Do(ctx, c.tx, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
+			t.Errorf("%s: Do = %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.rawRecords(t)); n != 0 {
+		t.Errorf("bad input stored %d records", n)
+	}
+}
+
+func testLargeResponses(t *testing.T, s *suite) {
+	const limit = 256 << 10
+	e := s.env(t, idem.WithMaxResponseBytes(limit))
+	ctx := context.Background()
+	body := make([]byte, limit)
+	for i := range body {
+		body[i] = byte(rand.N(256))
+	}
+	fits := idem.Response{Status: 200, Body: body}
+	res, err := e.do(t, "fits", hashA, e.effect("fits", fits), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	res, err = e.do(t, "fits", hashA, mustNotRun(t), false)
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, fits)
+
+	tx := e.begin(t, nil)
+	big := idem.Response{Status: 200, Header: http.Header{"X": {"y"}}, Body: body}
+	if _, err := e.store.Do(ctx, tx, "big", hashA, e.effect("big", big)); !errors.Is(err, idem.ErrResponseTooLarge) {
+		t.Fatalf("Do: %v, want ErrResponseTooLarge", err)
+	}
+	if err := tx.Commit(); err != nil { // a careless caller
+		t.Fatal(err)
+	}
+	if _, err := e.store.Lookup(ctx, e.db, "big"); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Lookup: %v, want ErrNotFound: nothing stored", err)
+	}
+}
+
+func testCorruptRecord(t *testing.T, s *suite) {
+	e := s.env(t)
+	ctx := context.Background()
+	res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	// Change the body and keep the checksum.
+	if _, err := e.db.ExecContext(ctx, "UPDATE "+e.table+" SET body = "+e.d.Placeholder(1), []byte(`{"order":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.do(t, "k", hashA, mustNotRun(t), false); !errors.Is(err, idem.ErrCorruptRecord) {
+		t.Errorf("Do: %v, want ErrCorruptRecord", err)
+	}
+	if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrCorruptRecord) {
+		t.Errorf("Lookup: %v, want ErrCorruptRecord", err)
+	}
+}
+
+func testRefusable(t *testing.T, s *suite) {
+	e := s.env(t)
+	declined := idem.Response{Status: 402, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"declined"}`)}
+	refuse := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if _, err := e.effect("k", created)(ctx, tx); err != nil {
+			return idem.Response{}, err
+		}
+		return idem.Response{}, idem.Refuse(declined)
+	}
+	res, err := e.do(t, "k", hashA, idem.Refusable(refuse), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	sameResponse(t, res.Response, declined)
+	e.wantEffects(t, "k", 0)
+	res, err = e.do(t, "k", hashA, mustNotRun(t), false)
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, declined)
+
+	// A Func under Refusable that does not refuse stores its response.
+	res, err = e.do(t, "k2", hashA, idem.Refusable(e.effect("k2", created)), true)
+	wantOutcome(t, res, err, idem.Claimed)
+	e.wantEffects(t, "k2", 1)
+}
+
+// testTorture races 32 goroutines on the same 48 keys, half through DoTx and
+// half through Do in transactions of their own, each writing its effect in
+// the claim's transaction.
+func testTorture(t *testing.T, s *suite) {
+	const (
+		workers = 32
+		keys    = 48
+	)
+	e := s.env(t, idem.WithLockTimeout(200*time.Millisecond))
+	e.db.SetMaxOpenConns(workers + 4)
+	ctx := context.Background()
+	var (
+		wg       sync.WaitGroup
+		outcomes [idem.InFlight + 1]atomic.Int32
+		retries  atomic.Int32
+	)
+	call := func(w int, key string) (idem.Result, error) {
+		fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			time.Sleep(rand.N(2 * time.Millisecond)) // hold the key while others arrive
+			return e.effect(key, created)(ctx, tx)
+		}
+		if w%2 == 0 {
+			return e.store.DoTx(ctx, e.db, nil, key, hashA, fn)
+		}
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			return idem.Result{}, err
+		}
+		defer tx.Rollback()
+		res, err := e.store.Do(ctx, tx, key, hashA, fn)
+		if err == nil && res.Outcome == idem.Claimed {
+			err = tx.Commit()
+		}
+		return res, err
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, k := range rand.Perm(keys) {
+				res, err := call(w, keyName(k))
+				switch {
+				case errors.Is(err, idem.ErrRetry):
+					retries.Add(1)
+				case err != nil:
+					t.Errorf("%s: %v, want an outcome or ErrRetry", keyName(k), err)
+				case res.Outcome == idem.Mismatch:
+					t.Errorf("%s: Mismatch for the same request", keyName(k))
+				case res.Outcome == idem.Replay:
+					if !bytes.Equal(res.Response.Body, created.Body) {
+						t.Errorf("%s: replayed %q", keyName(k), res.Response.Body)
+					}
+					outcomes[res.Outcome].Add(1)
+				default:
+					outcomes[res.Outcome].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := 0; k < keys; k++ {
+		e.wantEffects(t, keyName(k), 1)
+	}
+	if n := outcomes[idem.Claimed].Load(); n != keys {
+		t.Errorf("%d calls claimed, want %d, one per key", n, keys)
+	}
+	t.Logf("%d calls: claimed %d, replay %d, in flight %d, ErrRetry %d",
+		workers*keys, outcomes[idem.Claimed].Load(), outcomes[idem.Replay].Load(), outcomes[idem.InFlight].Load(), retries.Load())
+}
