@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -100,19 +99,9 @@ func (t *lossyTx) Commit() error {
 func lossyEnv(t *testing.T) (*env, *lossy) {
 	t.Helper()
 	tg := sqliteTarget("")
-	path := filepath.Join(t.TempDir(), "idem.db")
-	dsn := "file:" + path + "?_txlock=immediate&_pragma=busy_timeout(10000)"
-	plain, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := plain.Driver()
-	plain.Close()
 	ctl := &lossy{}
-	tg.open = func(t *testing.T) *sql.DB {
-		db := sql.OpenDB(lossyConnector{base: base, dsn: dsn, ctl: ctl})
-		t.Cleanup(func() { db.Close() })
-		return db
+	tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
+		return lossyConnector{base: base, dsn: dsn, ctl: ctl}
 	}
 	return setup(t, tg), ctl
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -31,11 +32,38 @@ const (
 type target struct {
 	name    string
 	dialect idem.Dialect
-	// open returns a database for t, closed at the end of t.
-	open func(t *testing.T) *sql.DB
-	// effect is the DDL of an effect table with columns k (the key) and
-	// note, and insert adds a row to it; both use %s for the table name.
+	driver  string
+	// dsn returns the data source for a test: the server's, or a new
+	// SQLite file.
+	dsn func(t *testing.T) string
+	// wrap, when set, puts a connector of the test's own around the
+	// driver's connections.
+	wrap func(base driver.Driver, dsn string) driver.Connector
+	// effectDDL creates an effect table with columns k (the key) and note,
+	// and insertEffect adds a row to it; both use %s for the table name.
 	effectDDL, insertEffect string
+}
+
+// open returns a database for t, closed at the end of t.
+func (tg target) open(t *testing.T) *sql.DB {
+	t.Helper()
+	db, _ := tg.openDSN(t)
+	return db
+}
+
+// openDSN is open, and also returns the data source it opened.
+func (tg target) openDSN(t *testing.T) (*sql.DB, string) {
+	t.Helper()
+	dsn := tg.dsn(t)
+	db, err := sql.Open(tg.driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.wrap != nil {
+		db = sql.OpenDB(tg.wrap(db.Driver(), dsn))
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, dsn
 }
 
 // targets lists every database the tests can reach: SQLite always, the
@@ -79,14 +107,9 @@ func sqliteTarget(params string) target {
 	return target{
 		name:    "sqlite",
 		dialect: idem.SQLite(),
-		open: func(t *testing.T) *sql.DB {
-			path := filepath.Join(t.TempDir(), "idem.db")
-			db, err := sql.Open("sqlite", "file:"+path+"?"+params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
+		driver:  "sqlite",
+		dsn: func(t *testing.T) string {
+			return "file:" + filepath.Join(t.TempDir(), "idem.db") + "?" + params
 		},
 		effectDDL:    `CREATE TABLE %s (k BLOB NOT NULL, note TEXT NOT NULL)`,
 		insertEffect: `INSERT INTO %s (k, note) VALUES (?, ?)`,
@@ -95,16 +118,10 @@ func sqliteTarget(params string) target {
 
 func postgresTarget(name, driver, dsn string) target {
 	return target{
-		name:    name,
-		dialect: idem.Postgres(),
-		open: func(t *testing.T) *sql.DB {
-			db, err := sql.Open(driver, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		},
+		name:         name,
+		dialect:      idem.Postgres(),
+		driver:       driver,
+		dsn:          func(*testing.T) string { return dsn },
 		effectDDL:    `CREATE TABLE %s (k bytea NOT NULL, note text NOT NULL)`,
 		insertEffect: `INSERT INTO %s (k, note) VALUES ($1, $2)`,
 	}
@@ -120,16 +137,10 @@ func mysqlTarget(name, dsn, params string) target {
 		dsn += sep + params
 	}
 	return target{
-		name:    name,
-		dialect: idem.MySQL(),
-		open: func(t *testing.T) *sql.DB {
-			db, err := sql.Open("mysql", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		},
+		name:         name,
+		dialect:      idem.MySQL(),
+		driver:       "mysql",
+		dsn:          func(*testing.T) string { return dsn },
 		effectDDL:    `CREATE TABLE %s (k VARBINARY(512) NOT NULL, note TEXT NOT NULL) ENGINE=InnoDB`,
 		insertEffect: `INSERT INTO %s (k, note) VALUES (?, ?)`,
 	}
@@ -139,6 +150,7 @@ func mysqlTarget(name, dsn, params string) target {
 type env struct {
 	tg      target
 	db      *sql.DB
+	dsn     string // what db was opened with
 	store   *idem.Store
 	table   string // the store's table
 	effects string // the effect table
@@ -148,9 +160,9 @@ type env struct {
 // and creates an effect table.
 func setup(t *testing.T, tg target, opts ...idem.Option) *env {
 	t.Helper()
-	db := tg.open(t)
+	db, dsn := tg.openDSN(t)
 	suffix := randomName()
-	e := &env{tg: tg, db: db, table: "idem_" + suffix, effects: "effects_" + suffix}
+	e := &env{tg: tg, db: db, dsn: dsn, table: "idem_" + suffix, effects: "effects_" + suffix}
 	store, err := idem.New(tg.dialect, append([]idem.Option{idem.WithTable(e.table)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 var (
 	hashA = idem.Fingerprint([]byte("POST"), []byte("/orders"), []byte(`{"item":88}`))
+	hashB = idem.Fingerprint([]byte("POST"), []byte("/orders"), []byte(`{"item":89}`))
 
 	// created is a response with every part that must survive a replay.
 	created = idem.Response{
