@@ -7,6 +7,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/lib/pq v1.12.3
+	github.com/mattn/go-sqlite3 v1.14.53
 	modernc.org/sqlite v1.62.0
 )
 

@@ -417,9 +417,10 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result
 				return Result{Outcome: InFlight}, false, nil
 			}
 		case err == nil && rec == nil && !busy:
-			// Lost to a winner the statement could not see: look
-			// again in a statement of its own.
-			rec, err = s.findLive(ctx, tx, v)
+			// Lost to a record the statement did not return, a
+			// winner it could not see or an expired record it does
+			// not take over: look in a statement of its own.
+			rec, err = s.find(ctx, tx, v.key)
 		}
 		switch {
 		case err != nil:
