@@ -103,6 +103,7 @@ type Store struct {
 	lockTimeout      time.Duration
 	clock            func() time.Time
 	maxResponseBytes int
+	observer         func(context.Context, Event)
 	schema           []string
 	claim, takeover  statement
 	lookup, complete statement
@@ -133,6 +134,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		lockTimeout:      c.lockTimeout,
 		clock:            c.clock,
 		maxResponseBytes: c.maxResponseBytes,
+		observer:         c.observer,
 		schema:           d.Schema(c.table),
 	}
 	st := d.Statements(c.table, c.lockTimeout)
@@ -276,6 +278,15 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	if err := validateCall(key, reqHash, fn); err != nil {
 		return Result{}, err
 	}
+	start := s.startEvent()
+	res, wait, err := s.do(ctx, tx, key, reqHash, fn)
+	s.endEvent(ctx, start, key, res, err, wait, 1)
+	return res, err
+}
+
+// do is Do after its arguments were checked. It also returns how long the
+// claim took.
+func (s *Store) do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, fn Func) (Result, time.Duration, error) {
 	now := s.clock().UnixMicro()
 	v := &values{
 		key:         []byte(key),
@@ -283,9 +294,11 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 		createdAt:   now,
 		expiresAt:   addMicros(now, s.retention),
 	}
+	claimStart := s.startEvent()
 	res, claimed, err := s.claimKey(ctx, tx, v)
+	wait := s.since(claimStart)
 	if err != nil || !claimed {
-		return res, err
+		return res, wait, err
 	}
 
 	resp, err := fn(ctx, tx)
@@ -294,20 +307,20 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 		if errors.As(err, &r) {
 			err = fmt.Errorf("%w (wrap the Func in Refusable to store it)", err)
 		}
-		return Result{}, s.abandonClaim(ctx, tx, v, s.wrap("", err))
+		return Result{}, wait, s.abandonClaim(ctx, tx, v, s.wrap("", err))
 	}
 	if err := s.prepareResponse(v, resp); err != nil {
-		return Result{}, s.abandonClaim(ctx, tx, v, err)
+		return Result{}, wait, s.abandonClaim(ctx, tx, v, err)
 	}
 	r, err := tx.ExecContext(ctx, s.complete.query, s.complete.args(v)...)
 	if err != nil {
-		return Result{}, s.wrap("complete", err)
+		return Result{}, wait, s.wrap("complete", err)
 	}
 	if n, err := r.RowsAffected(); err != nil || n != 1 {
-		return Result{}, fmt.Errorf("idem: complete: the claim of this key was lost (%d rows, %v); roll back", n, err)
+		return Result{}, wait, fmt.Errorf("idem: complete: the claim of this key was lost (%d rows, %v); roll back", n, err)
 	}
 	res.Response = resp
-	return res, nil
+	return res, wait, nil
 }
 
 // validateCall checks the arguments that Do and DoTx share.

@@ -31,6 +31,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"negative lock timeout", idem.MySQL(), idem.WithLockTimeout(-time.Second)},
 		{"nil clock", idem.SQLite(), idem.WithClock(nil)},
 		{"zero response limit", idem.SQLite(), idem.WithMaxResponseBytes(0)},
+		{"nil observer", idem.SQLite(), idem.WithObserver(nil)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := idem.New(c.d, c.opt); !errors.Is(err, idem.ErrInvalidArgument) {

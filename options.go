@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ type config struct {
 	lockTimeout      time.Duration
 	clock            func() time.Time
 	maxResponseBytes int
+	observer         func(context.Context, Event)
 }
 
 func defaultConfig() config {
@@ -125,6 +127,21 @@ func WithMaxResponseBytes(n int) Option {
 			return fmt.Errorf("%w: max response bytes must be positive, got %d", ErrInvalidArgument, n)
 		}
 		c.maxResponseBytes = n
+		return nil
+	}
+}
+
+// WithObserver sets a function that receives an Event after every call of Do
+// and DoTx, for metrics and logs: the outcome or error, how long the claim
+// waited, how many attempts DoTx made. Events name the key only by a hash.
+// The function runs in the caller's goroutine before Do returns, so keep it
+// quick. The default is no observer, which costs nothing.
+func WithObserver(observe func(context.Context, Event)) Option {
+	return func(c *config) error {
+		if observe == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidArgument)
+		}
+		c.observer = observe
 		return nil
 	}
 }

@@ -47,28 +47,41 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	if err := validateCall(key, reqHash, fn); err != nil {
 		return Result{}, err
 	}
-	var err error
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if attempt > 0 {
-			pause := min(retryBase<<attempt, retryMax)
+	start := s.startEvent()
+	var (
+		res      Result
+		err      error
+		wait     time.Duration
+		attempts int
+	)
+	for attempts < maxAttempts {
+		if attempts > 0 {
+			pause := min(retryBase<<attempts, retryMax)
 			if serr := sleep(ctx, rand.N(pause)+time.Millisecond); serr != nil {
-				return Result{}, errors.Join(serr, err)
+				err = errors.Join(serr, err)
+				break
 			}
 		}
-		var res Result
-		res, err = s.attemptTx(ctx, db, opts, key, reqHash, fn)
+		attempts++
+		var w time.Duration
+		res, w, err = s.attemptTx(ctx, db, opts, key, reqHash, fn)
+		wait += w
 		if !errors.Is(err, ErrRetry) {
-			return res, err
+			break
 		}
 	}
-	return Result{}, err
+	if err != nil {
+		res = Result{}
+	}
+	s.endEvent(ctx, start, key, res, err, wait, attempts)
+	return res, err
 }
 
-// attemptTx is one attempt of DoTx.
-func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (res Result, err error) {
+// attemptTx is one attempt of DoTx. It also returns how long the claim took.
+func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, time.Duration, error) {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
-		return Result{}, s.wrap("begin", err)
+		return Result{}, 0, s.wrap("begin", err)
 	}
 	committed := false
 	defer func() {
@@ -77,23 +90,24 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 		}
 	}()
 	var stored *Response
-	res, err = s.Do(ctx, tx, key, reqHash, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+	res, wait, err := s.do(ctx, tx, key, reqHash, func(ctx context.Context, tx *sql.Tx) (Response, error) {
 		resp, err := fn(ctx, tx)
 		stored = &resp
 		return resp, err
 	})
 	if err != nil || res.Outcome != Claimed {
-		return res, err
+		return res, wait, err
 	}
 	committed = true // from here on, whatever Commit says, there is nothing to roll back
-	err = tx.Commit()
-	if err == nil {
-		return res, nil
+	cerr := tx.Commit()
+	switch {
+	case cerr == nil:
+		return res, wait, nil
+	case s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone):
+		return Result{}, wait, s.wrap("commit", cerr)
 	}
-	if s.d.Classify(err) == ErrorRetry || errors.Is(err, sql.ErrTxDone) {
-		return Result{}, s.wrap("commit", err)
-	}
-	return s.resolveCommit(ctx, db, key, reqHash, res, stored, err)
+	res, err = s.resolveCommit(ctx, db, key, reqHash, res, stored, cerr)
+	return res, wait, err
 }
 
 // resolveCommit settles a commit whose reply was lost by looking the key up

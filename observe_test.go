@@ -1,0 +1,75 @@
+package idem_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// busyError is SQLITE_BUSY as the SQLite dialect reads it.
+type busyError struct{}
+
+func (busyError) Error() string { return "database is locked" }
+func (busyError) Code() int     { return 5 }
+
+func TestObserver(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		events []idem.Event
+	)
+	e := setup(t, sqliteTarget(""), idem.WithObserver(func(_ context.Context, ev idem.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
+	}))
+	ctx := context.Background()
+	failed := errors.New("no stock")
+	attempts := 0
+	conflictOnce := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if attempts++; attempts == 1 {
+			return idem.Response{}, busyError{}
+		}
+		return e.effect("k", created)(ctx, tx)
+	}
+	if _, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, conflictOnce); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.do(t, "k", hashA, mustNotRun(t), false); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = e.do(t, "other", hashA, func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, failed }, false)
+
+	sum := sha256.Sum256([]byte("k"))
+	keyHash := hex.EncodeToString(sum[:8])
+	want := []struct {
+		outcome  idem.Outcome
+		err      error
+		attempts int
+		keyHash  string
+	}{
+		{idem.Claimed, nil, 2, keyHash},
+		{idem.Replay, nil, 1, keyHash},
+		{0, failed, 1, ""},
+	}
+	if len(events) != len(want) {
+		t.Fatalf("%d events, want %d: %+v", len(events), len(want), events)
+	}
+	for i, w := range want {
+		ev := events[i]
+		if ev.Outcome != w.outcome || !errors.Is(ev.Err, w.err) || (w.err == nil) != (ev.Err == nil) || ev.Attempts != w.attempts {
+			t.Errorf("event %d = %+v, want outcome %v, error %v, %d attempts", i, ev, w.outcome, w.err, w.attempts)
+		}
+		if w.keyHash != "" && ev.KeyHash != w.keyHash {
+			t.Errorf("event %d names the key %q, want %q", i, ev.KeyHash, w.keyHash)
+		}
+		if _, err := hex.DecodeString(ev.KeyHash); err != nil || len(ev.KeyHash) != 16 || ev.Duration <= 0 || ev.ClaimWait <= 0 || ev.ClaimWait > ev.Duration {
+			t.Errorf("event %d: key hash %q, claim wait %v, duration %v", i, ev.KeyHash, ev.ClaimWait, ev.Duration)
+		}
+	}
+}
