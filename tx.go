@@ -128,5 +128,5 @@ func (s *Store) resolveCommit(ctx context.Context, db *sql.DB, key string, reqHa
 	if rec.createdAt == res.CreatedAt.UnixMicro() && stored != nil && s.prepareResponse(v, *stored) == nil && bytes.Equal(rec.checksum, v.checksum) {
 		return res, nil // this attempt's record: the commit went through
 	}
-	return s.decide(v, rec)
+	return s.decide(k, reqHash, rec)
 }

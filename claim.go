@@ -1,0 +1,182 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Polling for a busy key starts at pollMin and doubles up to pollMax.
+const (
+	pollMin = 2 * time.Millisecond
+	pollMax = 32 * time.Millisecond
+	// maxUnsettled bounds the claims in a row that neither win nor see the
+	// winner (a winner committed between two statements, a record purged
+	// under the claim); each is rare, so a few more mean something is off.
+	maxUnsettled = 8
+)
+
+// claimKey runs the claim until it settles: Claimed (claimed is true), or
+// another outcome from the record it found.
+func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
+	if s.claim.uses(paramToken) {
+		v.token = int64(s.tokens.Add(1))
+	}
+	if s.claim.uses(paramLockID) {
+		v.lockID = lockID(s.table, v.key)
+	}
+	var (
+		deadline time.Time
+		poll     = pollMin
+	)
+	for unsettled := 0; unsettled < maxUnsettled; {
+		rec, claimed, busy, err := s.runClaim(ctx, tx, v)
+		switch {
+		case s.d.Classify(err) == ErrorLockTimeout:
+			// The claim waited in vain. A finished record may be
+			// visible all the same, behind a replay that holds its lock.
+			if rec, err = s.findLive(ctx, tx, v); err == nil && rec == nil {
+				return Result{Outcome: InFlight}, false, nil
+			}
+		case err == nil && rec == nil && !busy:
+			// Lost to a record the statement did not return, a
+			// winner it could not see or an expired record it does
+			// not take over: look in a statement of its own.
+			rec, err = s.find(ctx, tx, v.key)
+		}
+		switch {
+		case err != nil:
+			return Result{}, false, s.wrap("claim", err)
+		case claimed:
+			return s.result(Claimed, rec), true, nil
+		case rec != nil && rec.live(v.createdAt):
+			res, err := s.decide(v.key, v.requestHash, rec)
+			return res, false, err
+		case busy:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(s.lockTimeout)
+			}
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				return Result{Outcome: InFlight}, false, nil
+			}
+			if err := sleep(ctx, min(poll, wait)); err != nil {
+				return Result{}, false, err
+			}
+			poll = min(2*poll, pollMax)
+		case rec != nil && s.takeover.query != "":
+			r, err := tx.ExecContext(ctx, s.takeover.query, s.takeover.args(v)...)
+			if err != nil {
+				return Result{}, false, s.wrap("take over expired key", err)
+			}
+			if n, err := r.RowsAffected(); err == nil && n == 1 {
+				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
+			}
+			unsettled++
+		default:
+			unsettled++
+		}
+	}
+	return Result{}, false, fmt.Errorf("idem: claim: %w: the key changed hands %d times in a row", ErrRetry, maxUnsettled)
+}
+
+// runClaim runs the claim statement once.
+func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
+	var (
+		r                   record
+		status              sql.NullInt64
+		created, expires    sql.NullInt64
+		claimedCol, busyCol bool
+	)
+	err = tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...).Scan(
+		&claimedCol, &busyCol, &r.requestHash, &status, &r.header, &r.body, &r.checksum, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, false, nil
+	}
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !created.Valid {
+		return nil, false, busyCol, nil
+	}
+	r.finished, r.status = status.Valid, status.Int64
+	r.createdAt, r.expiresAt = created.Int64, expires.Int64
+	return &r, claimedCol, busyCol, nil
+}
+
+// find runs the lookup statement; no record is a nil record.
+func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error) {
+	var (
+		r      record
+		status sql.NullInt64
+	)
+	err := q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan(
+		&r.requestHash, &status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.finished, r.status = status.Valid, status.Int64
+	return &r, nil
+}
+
+// findLive runs the lookup statement in tx, and returns the record of v's
+// key if it is live, or nil.
+func (s *Store) findLive(ctx context.Context, tx *sql.Tx, v *values) (*record, error) {
+	rec, err := s.find(ctx, tx, v.key)
+	if err != nil || rec == nil || !rec.live(v.createdAt) {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// decide answers a request from the live record of its key. A nil
+// requestHash, from Lookup, matches any.
+func (s *Store) decide(key, requestHash []byte, rec *record) (Result, error) {
+	switch {
+	case requestHash != nil && !bytes.Equal(rec.requestHash, requestHash):
+		return s.result(Mismatch, rec), nil
+	case !rec.finished:
+		return s.result(InFlight, rec), nil
+	}
+	resp, err := rec.response(key)
+	if err != nil {
+		return Result{}, err
+	}
+	res := s.result(Replay, rec)
+	res.Response = resp
+	return res, nil
+}
+
+func (s *Store) result(o Outcome, rec *record) Result {
+	return Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), ExpiresAt: time.UnixMicro(rec.expiresAt)}
+}
+
+// lockID derives the 64-bit lock number of a key from the table and key, the
+// same in every process.
+func lockID(table string, key []byte) int64 {
+	h := sha256.New()
+	h.Write([]byte(table))
+	h.Write([]byte{0})
+	h.Write(key)
+	var sum [sha256.Size]byte
+	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
