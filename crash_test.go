@@ -1,0 +1,168 @@
+package idem_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// The points at which TestProcessDeath kills the process that claimed a key.
+const (
+	diesAfterClaim    = "after the claim"
+	diesAfterWrite    = "in fn, after its write"
+	diesBeforeCommit  = "after the completion, before the commit"
+	diesAfterCommit   = "after the commit"
+	crashChildEnv     = "IDEM_CRASH_CHILD" // set in the child process
+	crashReadyMessage = "ready to die"
+)
+
+// TestProcessDeath claims a key in a child process, kills the child with
+// SIGKILL at each point of the claim's life, and then asks for the key from
+// this process: before the commit the key must be free, with no effect left
+// behind and no timeout waited out; after it, the key replays its one effect.
+func TestProcessDeath(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		for _, point := range []string{diesAfterClaim, diesAfterWrite, diesBeforeCommit, diesAfterCommit} {
+			t.Run(point, func(t *testing.T) {
+				const lockTimeout = 5 * time.Second
+				e := setup(t, tg, idem.WithLockTimeout(lockTimeout))
+				killChild(t, e, point, func() {
+					if point == diesAfterCommit || tg.dialect.Name() == "sqlite" {
+						return // SQLite would wait at BEGIN behind the child
+					}
+					// The child holds the key: a claim that does not
+					// wait finds it in flight.
+					impatient, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLockTimeout(0))
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := impatient.DoTx(context.Background(), e.db, nil, "k", hashA, mustNotRun(t))
+					wantOutcome(t, res, err, idem.InFlight)
+				})
+
+				start := time.Now()
+				res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, e.effect("k", created))
+				elapsed := time.Since(start)
+				want := idem.Claimed
+				if point == diesAfterCommit {
+					want = idem.Replay
+				}
+				wantOutcome(t, res, err, want)
+				sameResponse(t, res.Response, created)
+				if elapsed > lockTimeout/2 {
+					t.Errorf("the claim after the death took %v: it waited for the dead process", elapsed)
+				}
+				if n := e.effectCount(t, "k"); n != 1 {
+					t.Errorf("%d effect rows, want 1", n)
+				}
+			})
+		}
+	})
+}
+
+// killChild starts this test binary as a child that claims "k" in e's table
+// and stops at point, runs check, and kills the child.
+func killChild(t *testing.T, e *env, point string, check func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
+	cmd.Env = append(os.Environ(),
+		crashChildEnv+"=1",
+		"IDEM_CRASH_DRIVER="+e.tg.driver,
+		"IDEM_CRASH_DSN="+e.dsn,
+		"IDEM_CRASH_DIALECT="+e.tg.dialect.Name(),
+		"IDEM_CRASH_TABLE="+e.table,
+		"IDEM_CRASH_INSERT="+sprintf(e.tg.insertEffect, e.effects),
+		"IDEM_CRASH_POINT="+point,
+	)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	var lines []string
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if sc.Text() == crashReadyMessage {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("the child ended before %s:\n%s\n%s", point, strings.Join(lines, "\n"), stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the child never reached %s", point)
+	}
+	check()
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// TestCrashChild is the child process of TestProcessDeath; it does nothing
+// in a normal run.
+func TestCrashChild(t *testing.T) {
+	if os.Getenv(crashChildEnv) == "" {
+		t.Skip("the child process of TestProcessDeath")
+	}
+	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "sqlite": idem.SQLite()}
+	db, err := sql.Open(os.Getenv("IDEM_CRASH_DRIVER"), os.Getenv("IDEM_CRASH_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idem.New(dialects[os.Getenv("IDEM_CRASH_DIALECT")], idem.WithTable(os.Getenv("IDEM_CRASH_TABLE")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	point := os.Getenv("IDEM_CRASH_POINT")
+	die := func(at string) {
+		if at == point {
+			fmt.Println(crashReadyMessage)
+			select {} // until the parent's SIGKILL
+		}
+	}
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		die(diesAfterClaim)
+		if _, err := tx.ExecContext(ctx, os.Getenv("IDEM_CRASH_INSERT"), []byte("k"), "from the child"); err != nil {
+			return idem.Response{}, err
+		}
+		die(diesAfterWrite)
+		return created, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	die(diesBeforeCommit)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	die(diesAfterCommit)
+	t.Fatalf("unknown point %q", point)
+}
