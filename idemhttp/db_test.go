@@ -1,0 +1,404 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/lib/pq"
+	_ "modernc.org/sqlite"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+)
+
+// The server tests read their databases from these variables; scripts/test
+// starts the servers and sets them.
+const (
+	envPostgres = "IDEM_POSTGRES_DSN" // postgres://user@host:port/db?sslmode=disable
+	envMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db
+)
+
+// sqliteParams are the connection settings the SQLite dialect asks for.
+const sqliteParams = "_txlock=immediate&_pragma=busy_timeout(10000)"
+
+// target is one database and driver the middleware runs against.
+type target struct {
+	name    string
+	dialect idem.Dialect
+	// open returns a database for t, closed at the end of t.
+	open func(t *testing.T) *sql.DB
+}
+
+// targets lists SQLite, and the servers whose variables are set.
+func targets() []target {
+	ts := []target{sqliteTarget(sqliteParams)}
+	if dsn := os.Getenv(envPostgres); dsn != "" {
+		ts = append(ts, serverTarget("postgres/pq", idem.Postgres(), "postgres", dsn), serverTarget("postgres/pgx", idem.Postgres(), "pgx", dsn))
+	}
+	if dsn := os.Getenv(envMySQL); dsn != "" {
+		ts = append(ts, serverTarget("mariadb", idem.MySQL(), "mysql", dsn))
+	}
+	return ts
+}
+
+// forEach runs f against every target as a subtest, and shows each server
+// it cannot reach as a skipped subtest that says how to reach it.
+func forEach(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, tg := range targets() {
+		t.Run(tg.name, func(t *testing.T) { f(t, tg) })
+	}
+	for _, s := range []struct{ name, env string }{{"postgres", envPostgres}, {"mariadb", envMySQL}} {
+		if os.Getenv(s.env) == "" {
+			t.Run(s.name, func(t *testing.T) {
+				t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test", s.env)
+			})
+		}
+	}
+}
+
+// sqliteTarget opens a fresh database file per test with params.
+func sqliteTarget(params string) target {
+	return target{
+		name:    "sqlite",
+		dialect: idem.SQLite(),
+		open: func(t *testing.T) *sql.DB {
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "idem.db")+"?"+params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+	}
+}
+
+func serverTarget(name string, d idem.Dialect, driver, dsn string) target {
+	return target{
+		name:    name,
+		dialect: d,
+		open: func(t *testing.T) *sql.DB {
+			db, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+	}
+}
+
+// env is one test's database, store, effect table and handler, all dropped
+// at the end.
+type env struct {
+	tg      target
+	db      *sql.DB
+	store   *idem.Store
+	effects string // the effect table: one row per effect, with its note
+
+	// What the orders handler answers, and how often it ran.
+	status atomic.Int64
+	runs   atomic.Int64
+	// sawTx is whether the handler's last run had a transaction.
+	sawTx atomic.Bool
+}
+
+// setup opens tg, makes a store on a table of its own with opts, migrates
+// it, and creates an effect table.
+func setup(t *testing.T, tg target, opts ...idem.Option) *env {
+	t.Helper()
+	db := tg.open(t)
+	suffix := randomName()
+	table := "idemhttp_" + suffix
+	e := &env{tg: tg, db: db, effects: "effects_" + suffix}
+	e.status.Store(http.StatusCreated)
+	store, err := idem.New(tg.dialect, append([]idem.Option{idem.WithTable(table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	ctx := context.Background()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+e.effects+" (note TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, name := range []string{table, e.effects} {
+			if _, err := db.ExecContext(context.Background(), "DROP TABLE "+name); err != nil {
+				t.Logf("drop %s: %v", name, err)
+			}
+		}
+	})
+	return e
+}
+
+func randomName() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// insert writes an effect row with note in tx.
+func (e *env) insert(ctx context.Context, tx *sql.Tx, note string) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+e.effects+" (note) VALUES ("+e.tg.dialect.Placeholder(1)+")", note)
+	return err
+}
+
+// effectCount counts the effect rows.
+func (e *env) effectCount(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := e.db.QueryRowContext(context.Background(), "SELECT count(*) FROM "+e.effects).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// orders is the handler of the tests. It writes an effect row in the
+// request's transaction, when there is one, and answers e.status with a body
+// that numbers the run and echoes the request body, and with headers that
+// are and are not on the default allow-list.
+func (e *env) orders() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		tx := idemhttp.Tx(r.Context())
+		e.sawTx.Store(tx != nil)
+		if tx != nil {
+			if err := e.insert(r.Context(), tx, fmt.Sprintf("%q", body)); err != nil { // quoted: PostgreSQL's text holds no NUL
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		n := e.runs.Add(1)
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Location", fmt.Sprintf("/orders/%d", n))
+		h.Set("Etag", fmt.Sprintf(`"v%d"`, n))
+		h.Set("Set-Cookie", fmt.Sprintf("session=s%d; HttpOnly", n))
+		h.Set("X-Run", fmt.Sprint(n))
+		w.WriteHeader(int(e.status.Load()))
+		fmt.Fprintf(w, "{\"order\":%d,\"got\":%q}\n\x00\xff", n, body)
+	})
+}
+
+// protect returns the middleware with opts, which must be valid.
+func (e *env) protect(t *testing.T, opts ...idemhttp.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	if err := idemhttp.Check(e.store, e.db, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return idemhttp.New(e.store, e.db, opts...)
+}
+
+// serve starts a test server with the middleware around handler.
+func (e *env) serve(t *testing.T, handler http.Handler, opts ...idemhttp.Option) *httptest.Server {
+	t.Helper()
+	return start(t, e.protect(t, opts...)(handler))
+}
+
+func start(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// lookup returns the record of the client's key, as Store.Lookup does.
+func (e *env) lookup(t *testing.T, scope, key string) (idem.Result, error) {
+	t.Helper()
+	return e.store.Lookup(context.Background(), e.db, idemhttp.StoredKey(scope, key))
+}
+
+// wantNoRecord fails the test if the key has a record.
+func (e *env) wantNoRecord(t *testing.T, scope, key string) {
+	t.Helper()
+	if res, err := e.lookup(t, scope, key); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Lookup = %v, %v; want ErrNotFound: nothing must be stored", res.Outcome, err)
+	}
+}
+
+// reply is a response as the client received it.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// client sends each request on a connection of its own: net/http's
+// Transport resends a request that carries an Idempotency-Key when a reused
+// connection fails, which would hide a lost response from the tests.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// send sends a request with the key (none if key is empty) and body.
+func send(t *testing.T, srv *httptest.Server, method, path, key, body string) reply {
+	t.Helper()
+	h := http.Header{}
+	if key != "" {
+		h.Set("Idempotency-Key", key)
+	}
+	return sendHeader(t, srv, method, path, h, strings.NewReader(body))
+}
+
+func sendHeader(t *testing.T, srv *httptest.Server, method, path string, h http.Header, body io.Reader) reply {
+	t.Helper()
+	rep, err := trySend(srv, method, path, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// trySend is sendHeader for goroutines other than the test's.
+func trySend(srv *httptest.Server, method, path string, h http.Header, body io.Reader) (reply, error) {
+	req, err := http.NewRequest(method, srv.URL+path, body)
+	if err != nil {
+		return reply{}, err
+	}
+	for name, values := range h {
+		req.Header[name] = values
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{resp.StatusCode, resp.Header, b}, nil
+}
+
+// keyHeader is a request header with the key.
+func keyHeader(key string) http.Header { return http.Header{"Idempotency-Key": {key}} }
+
+// serveDirect runs h on req without a network in between, for requests a
+// client would refuse to send and for panics that must reach the test.
+func serveDirect(h http.Handler, req *http.Request) reply {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	resp := rec.Result()
+	body, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, body}
+}
+
+// wantRan fails the test unless rep is a response of the handler's run n,
+// not a replay.
+func wantRan(t *testing.T, rep reply, status, n int) {
+	t.Helper()
+	if rep.status != status || rep.header.Get("X-Run") != fmt.Sprint(n) || rep.header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("got %d, X-Run %q, %s %q; want %d from run %d, not replayed (body %q)",
+			rep.status, rep.header.Get("X-Run"), idemhttp.ReplayedHeader, rep.header.Get(idemhttp.ReplayedHeader), status, n, rep.body)
+	}
+}
+
+// wantReplay fails the test unless rep replays first: its status and body
+// byte for byte, its allow-listed headers, and the replay header.
+func wantReplay(t *testing.T, rep, first reply) {
+	t.Helper()
+	if rep.status != first.status || !bytes.Equal(rep.body, first.body) {
+		t.Fatalf("replay = %d %q, want %d %q", rep.status, rep.body, first.status, first.body)
+	}
+	if got := rep.header.Get(idemhttp.ReplayedHeader); got != "true" {
+		t.Errorf("%s = %q, want true", idemhttp.ReplayedHeader, got)
+	}
+	for _, name := range []string{"Content-Type", "Location", "Etag"} {
+		if got, want := rep.header.Values(name), first.header.Values(name); !equal(got, want) {
+			t.Errorf("replayed %s = %q, want %q", name, got, want)
+		}
+	}
+	for _, name := range []string{"Set-Cookie", "X-Run"} {
+		if got := rep.header.Values(name); len(got) != 0 {
+			t.Errorf("replayed %s = %q: it is not on the allow-list", name, got)
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+const problemTypes = "https://github.com/idemgo/idem/blob/main/docs/http.md#"
+
+// wantProblem fails the test unless rep is the middleware's problem kind
+// with status, and Retry-After is retryAfter ("" for none).
+func wantProblem(t *testing.T, rep reply, status int, kind, retryAfter string) {
+	t.Helper()
+	if rep.status != status {
+		t.Fatalf("status = %d, want %d (body %q)", rep.status, status, rep.body)
+	}
+	if ct := rep.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q, want application/problem+json", ct)
+	}
+	if got := rep.header.Get("Retry-After"); got != retryAfter {
+		t.Errorf("Retry-After = %q, want %q", got, retryAfter)
+	}
+	if rep.header.Get(idemhttp.ReplayedHeader) != "" || rep.header.Get("X-Run") != "" {
+		t.Errorf("a problem carries a header of the handler's response: %v", rep.header)
+	}
+	var p struct {
+		Type, Title, Detail string
+		Status              int
+	}
+	dec := json.NewDecoder(bytes.NewReader(rep.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("problem body %q: %v", rep.body, err)
+	}
+	if p.Type != problemTypes+kind || p.Status != status || p.Title == "" || p.Detail == "" {
+		t.Errorf("problem = %+v, want type %s%s and status %d", p, problemTypes, kind, status)
+	}
+}
+
+// hook records the errors the middleware reports.
+type hook struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (h *hook) option() idemhttp.Option {
+	return idemhttp.ErrorHook(func(_ *http.Request, err error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.errs = append(h.errs, err)
+	})
+}
+
+func (h *hook) reported() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.errs...)
+}

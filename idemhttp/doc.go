@@ -1,0 +1,107 @@
+// Package idemhttp is net/http middleware that makes POST and PATCH requests
+// idempotent: a request that carries an Idempotency-Key header does its work
+// at most once, however often the client sends it, and every retry gets the
+// first response back, byte for byte.
+//
+// It follows the IETF draft draft-ietf-httpapi-idempotency-key-header and
+// the behaviour Stripe's API has taught clients to expect. Because the key
+// is claimed in the same SQL transaction as the handler's effect (see the
+// [idem] package), the key and the effect commit together or not at all.
+//
+//	store, _ := idem.New(idem.Postgres())
+//	protect := idemhttp.New(store, db,
+//		idemhttp.Scope(func(r *http.Request) (string, error) { return accountID(r) }),
+//		idemhttp.Required(),
+//	)
+//	mux.Handle("POST /orders", protect(http.HandlerFunc(createOrder)))
+//
+//	func createOrder(w http.ResponseWriter, r *http.Request) {
+//		tx := idemhttp.Tx(r.Context()) // write the effect here; do not commit
+//		...
+//	}
+//
+// [New] returns a standard func(http.Handler) http.Handler, so it plugs into
+// http.ServeMux, chi and gorilla/mux as it is, and into echo and gin through
+// their adapters for net/http middleware.
+//
+// # Scope: without one, clients share keys
+//
+// Set a [Scope]. It names the client a request comes from (a tenant, an
+// account, an API key), and the scope is part of the stored key and of the
+// request's fingerprint, so two clients that happen to choose the same key
+// never meet. Without a scope, keys are global: a client that guesses or
+// reuses another client's key gets that client's stored response, or blocks
+// it with a 409, or learns from a 422 that the key is in use. Leave the scope
+// out only for an API with a single client.
+//
+// # What a protected request gets
+//
+// A request is protected when its method is one of [Methods] (POST and PATCH
+// by default) and it carries the key header. Other methods, and requests
+// without a key when the key is not [Required], pass straight through, with
+// [Tx] returning nil.
+//
+// The middleware validates the key (400), names the client (403 when the
+// Scope function fails), reads the body (413 beyond [MaxBodyBytes]), and
+// fingerprints the request from the scope, method, path, query and body.
+// Then it begins a transaction and calls the handler with a
+// ResponseWriter that keeps the response in memory and a request whose
+// context carries the transaction (see Tx) and whose body reads from the
+// start. The outcome decides what the client gets:
+//
+//   - first request, status stored: the transaction commits, and only then
+//     does the response leave, as the handler wrote it. A commit whose
+//     outcome DoTx cannot settle is a 503 instead, and the client's retry
+//     does the work again or replays it, whichever is true.
+//   - first request, status not stored (5xx by default, see [StorePolicy]): the transaction
+//     rolls back, nothing is stored, and the client gets the handler's
+//     response. A retry runs the handler again.
+//   - a retry of a finished request: the stored status, the allow-listed
+//     headers and the body, byte for byte, with Idempotent-Replayed: true.
+//     The handler does not run.
+//   - the key was used with a different request: 422.
+//   - the first request is still running: 409 with Retry-After.
+//   - the database reports a conflict that outlasts DoTx's retries: 503
+//     with Retry-After. The handler may have run more than once, each time
+//     in a transaction that was rolled back.
+//
+// The middleware's own refusals are application/problem+json (RFC 9457)
+// bodies with a type, title, status and detail; they never carry a stored
+// response or an internal error's text. docs/http.md in the repository lists
+// them, and what a client should do on each.
+//
+// # What is stored
+//
+// The status, the body, and the headers on the [ReplayHeaders] allow-list
+// (Content-Type, Location, ETag, Link and the like by default). Other
+// headers reach the first response only; Set-Cookie, Authorization and the
+// hop-by-hop headers are never stored, whatever the list says. A response
+// larger than the Store's limit ([idem.WithMaxResponseBytes]) fails the
+// request with a 500 and rolls back, rather than commit an effect whose
+// retry could not be answered.
+//
+// # The retention window
+//
+// A key counts for the Store's retention window ([idem.WithRetention], 24
+// hours by default) from its first request. A retry within the window
+// replays; a request with the same key after it runs again, as a new
+// request. The window is part of the API's contract: publish it to the
+// API's clients, and tell them to make a new decision, not a blind retry,
+// once it has passed.
+//
+// # What the handler must do
+//
+// Write the effect in [Tx](r.Context()), and nothing but that transaction:
+// an e-mail sent or another API called is not undone by a rollback, and may
+// happen more than once. Do not commit or roll back the transaction. Expect
+// to run more than once for one request, each time in a fresh transaction,
+// when the database reports a conflict. Flush does nothing and Hijack is
+// refused, since no byte may reach the client before the commit; streaming
+// endpoints cannot be protected. A panic rolls the transaction back, stores
+// nothing and goes on up the stack.
+//
+// The middleware logs nothing and raises no panic of its own: the errors
+// behind its 5xx and 403 responses go to the [ErrorHook], if one is set.
+// [Check] reports a bad configuration at start-up; New answers every request
+// with a 500 instead of panicking on one.
+package idemhttp
