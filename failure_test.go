@@ -1,0 +1,352 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemgo/idem"
+)
+
+// killSession ends the database session of tx from another connection, as
+// an administrator or a failover would.
+func (e *env) killSession(t *testing.T, tx *sql.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	var id int64
+	switch e.tg.dialect.Name() {
+	case "postgres":
+		if err := tx.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.ExecContext(ctx, "SELECT pg_terminate_backend($1)", id); err != nil {
+			t.Fatal(err)
+		}
+	case "mysql":
+		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDroppedConnection ends the claiming transaction's session on the
+// server, inside fn and before the commit: the call or the commit fails,
+// nothing is half-written, and the retry succeeds.
+func TestDroppedConnection(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		if tg.dialect.Name() == "sqlite" {
+			t.Skip("SQLite has no server session to end")
+		}
+		ctx := context.Background()
+		for _, inFn := range []bool{true, false} {
+			name := "before the commit"
+			if inFn {
+				name = "inside fn"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := setup(t, tg)
+				tx := e.begin(t, nil)
+				_, err := e.store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					if inFn {
+						e.killSession(t, tx)
+					}
+					return e.effect("k", created)(ctx, tx)
+				})
+				if !inFn {
+					if err != nil {
+						t.Fatal(err)
+					}
+					e.killSession(t, tx)
+					err = tx.Commit()
+				}
+				if err == nil {
+					t.Fatal("the call and the commit succeeded on a dropped connection")
+				}
+				_ = tx.Rollback()
+				if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+					t.Errorf("Lookup: %v, want ErrNotFound: nothing half-written", err)
+				}
+				if n := e.effectCount(t, "k"); n != 0 {
+					t.Errorf("%d effect rows left behind", n)
+				}
+				res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
+				wantOutcome(t, res, err, idem.Claimed)
+				if n := e.effectCount(t, "k"); n != 1 {
+					t.Errorf("%d effect rows, want 1", n)
+				}
+			})
+		}
+	})
+}
+
+// cutProxy is a TCP proxy that can cut a connection at its next COMMIT:
+// after passing the COMMIT on, so that the server commits but its reply is
+// lost, or before, so that nothing commits and the client cannot tell.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32
+	wg     sync.WaitGroup
+}
+
+const (
+	cutNothing = iota
+	cutAfterCommit
+	cutBeforeCommit
+)
+
+func startProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.wg.Add(2)
+		go func() { // server to client, as it is
+			defer p.wg.Done()
+			_, _ = io.Copy(client, server)
+			client.Close()
+		}()
+		go func() { // client to server, watching for COMMIT
+			defer p.wg.Done()
+			defer server.Close()
+			defer client.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if n > 0 {
+					chunk := buf[:n]
+					mode := p.mode.Load()
+					commit := mode != cutNothing && bytes.Contains(bytes.ToLower(chunk), []byte("commit"))
+					if commit && p.mode.CompareAndSwap(mode, cutNothing) && mode == cutBeforeCommit {
+						return
+					}
+					if _, werr := server.Write(chunk); werr != nil {
+						return
+					}
+					if commit {
+						return // the COMMIT went on; its reply will not come back
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// throughProxy returns tg's data source with the server's address replaced by
+// the proxy's, and the server's address.
+func throughProxy(t *testing.T, tg target, dsn string, proxy func(target string) string) string {
+	t.Helper()
+	switch tg.dialect.Name() {
+	case "postgres":
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = proxy(u.Host)
+		return u.String()
+	case "mysql":
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Addr = proxy(cfg.Addr)
+		return cfg.FormatDSN()
+	}
+	t.Fatalf("no proxy for %s", tg.dialect.Name())
+	return ""
+}
+
+// TestLostCommitReplyOverTCP puts a TCP proxy between DoTx and the server
+// that cuts the connection at the COMMIT, after or before passing it on. DoTx
+// must find out from the database what happened, and leave one effect.
+func TestLostCommitReplyOverTCP(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		if tg.dialect.Name() == "sqlite" {
+			t.Skip("SQLite has no network between the client and the database")
+		}
+		for _, c := range []struct {
+			name string
+			mode int32
+			runs int // times fn must run
+		}{
+			{"the server committed", cutAfterCommit, 1},
+			{"the commit never arrived", cutBeforeCommit, 2},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				e := setup(t, tg)
+				var p *cutProxy
+				dsn := throughProxy(t, tg, e.dsn, func(target string) string {
+					p = startProxy(t, target)
+					return p.ln.Addr().String()
+				})
+				db, err := sql.Open(tg.driver, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				runs := 0
+				res, err := e.store.DoTx(context.Background(), db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					runs++
+					if runs == 1 {
+						p.mode.Store(c.mode)
+					}
+					return e.effect("k", created)(ctx, tx)
+				})
+				wantOutcome(t, res, err, idem.Claimed)
+				sameResponse(t, res.Response, created)
+				if runs != c.runs {
+					t.Errorf("fn ran %d times, want %d", runs, c.runs)
+				}
+				if p.mode.Load() != cutNothing {
+					t.Error("the proxy never saw the COMMIT")
+				}
+				if n := e.effectCount(t, "k"); n != 1 {
+					t.Errorf("%d effect rows, want 1", n)
+				}
+			})
+		}
+	})
+}
+
+// TestPostgresLockTimeoutUntouched shows that the claim sets no lock timeout
+// that could leak into the rest of the caller's transaction or into the
+// pooled session, whatever the outcome.
+func TestPostgresLockTimeoutUntouched(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		if tg.dialect.Name() != "postgres" {
+			t.Skip("PostgreSQL only")
+		}
+		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
+		e.db.SetMaxOpenConns(2)
+		ctx := context.Background()
+		show := func(q interface {
+			QueryRowContext(context.Context, string, ...any) *sql.Row
+		}) string {
+			var v string
+			if err := q.QueryRowContext(ctx, "SHOW lock_timeout").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		holder := e.hold(t, "held")
+		for _, c := range []struct {
+			key  string
+			want idem.Outcome
+		}{{"k", idem.Claimed}, {"k", idem.Replay}, {"held", idem.InFlight}} {
+			tx := e.begin(t, nil)
+			if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '7s'"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.store.Do(ctx, tx, c.key, hashA, e.effect(c.key, created))
+			wantOutcome(t, res, err, c.want)
+			if got := show(tx); got != "7s" {
+				t.Errorf("%v: lock_timeout in the caller's transaction is %q, want the caller's 7s", c.want, got)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got := show(e.db); got != "0" {
+				t.Errorf("%v: lock_timeout of the pooled session is %q, want 0", c.want, got)
+			}
+		}
+		if err := holder.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestSQLiteWithoutRecommendedDSN opens SQLite without _txlock=immediate and
+// with a short busy timeout, the way many services do: concurrent writers
+// get ErrRetry, DoTx gets them through, and no outcome is ever wrong.
+func TestSQLiteWithoutRecommendedDSN(t *testing.T) {
+	for _, params := range []string{"_pragma=busy_timeout(20)", "_pragma=busy_timeout(20)&_pragma=journal_mode(WAL)"} {
+		t.Run(params, func(t *testing.T) {
+			e := setup(t, sqliteTarget(params))
+			ctx := context.Background()
+			const workers, keys = 16, 8
+			var (
+				wg                 sync.WaitGroup
+				claimed, exhausted atomic.Int32
+			)
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := 0; k < keys; k++ {
+						key := fmt.Sprintf("key-%d", (k+w)%keys)
+						fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+							// Read first, as handlers do: the write that
+							// follows is where SQLite refuses.
+							var n int
+							if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+e.effects).Scan(&n); err != nil {
+								return idem.Response{}, err
+							}
+							return e.effect(key, created)(ctx, tx)
+						}
+						res, err := e.store.DoTx(ctx, e.db, nil, key, hashA, fn)
+						switch {
+						case errors.Is(err, idem.ErrRetry):
+							exhausted.Add(1)
+						case err != nil:
+							t.Errorf("DoTx(%s): %v, want an outcome or ErrRetry", key, err)
+						case res.Outcome == idem.Claimed:
+							claimed.Add(1)
+						case res.Outcome != idem.Replay:
+							t.Errorf("DoTx(%s) = %v", key, res.Outcome)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for k := 0; k < keys; k++ {
+				if n := e.effectCount(t, fmt.Sprintf("key-%d", k)); n > 1 {
+					t.Errorf("key-%d: %d effect rows", k, n)
+				}
+			}
+			if claimed.Load() > keys {
+				t.Errorf("%d claims for %d keys", claimed.Load(), keys)
+			}
+			t.Logf("%d calls: %d claimed, %d still busy after DoTx's attempts", workers*keys, claimed.Load(), exhausted.Load())
+		})
+	}
+}
