@@ -88,8 +88,9 @@ type Result struct {
 // tx, and writes its effect there, so that the effect and the record of the
 // key commit together or not at all. Its Response is stored and replayed to
 // later requests with the same key. An error stores nothing: Do returns it,
-// and the caller rolls back. To store a refusal while undoing the writes
-// that led to it, see Refusable.
+// and the caller rolls back. An error that wraps ErrRetry, or that the
+// dialect reports as a conflict, makes DoTx run the transaction again. To
+// store a refusal while undoing the writes that led to it, see Refusable.
 type Func func(ctx context.Context, tx *sql.Tx) (Response, error)
 
 // Store claims idempotency keys in the caller's transactions. Make one with
