@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+)
+
+const inspectHelp = `Usage: idem inspect [flags] KEY
+
+Inspect shows what the table holds for one idempotency key, to answer a
+customer who asks whether a request went through. The state is one of:
+
+  finished   the request ran and committed; its response is stored, and a
+             retry with the same request gets it back instead of running
+  in flight  the key is claimed but no response is stored: a retry gets
+             409 until the record expires
+  not found  no live record: the key was never committed, it expired, or a
+             transaction that holds it has not committed yet
+  corrupt    the record does not match its checksum and is never replayed
+
+With the state come when the key was claimed and when it expires, and the
+stored status, header and body. A body that is printable UTF-8 is shown, up
+to -max bytes unless -full is given; a binary body is only measured.
+
+A key that came through idemhttp with a scope is stored under
+idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
+key as the client sent it.
+
+Put a key that starts with a dash after --: idem inspect -- -key-
+
+Exit status: 0 finished or in flight, 3 not found, 4 corrupt, 1 on error.
+
+Examples:
+  idem inspect -dsn 'postgres://support@db.internal/shop' order-7f3a
+  idem inspect -dsn 'postgres://support@db.internal/shop' -scope acct_42 order-7f3a
+`
+
+// defaultBodyBytes is how much of a body inspect shows unless told
+// otherwise: enough for a typical JSON answer, not a screenful of a report.
+const defaultBodyBytes = 2048
+
+func runInspect(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	var f dbFlags
+	f.register(fs, true, idem.DefaultTable)
+	full := fs.Bool("full", false, "show the whole body, however long")
+	limit := fs.Int("max", defaultBodyBytes, "show at most this many bytes of the body")
+	scope := fs.String("scope", "", "the client's scope, for a key stored through idemhttp with a Scope")
+	rest, err := parseFlags(e, fs, inspectHelp, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageError("inspect takes one key, got %d arguments; run 'idem inspect -h' for help", len(rest))
+	}
+	key := rest[0]
+	if *scope != "" {
+		key = idemhttp.StoredKey(*scope, key)
+	}
+	if key == "" || len(key) > idem.MaxKeyBytes {
+		return usageError("a key is 1 to %d bytes, got %d", idem.MaxKeyBytes, len(key))
+	}
+	if *limit < 0 {
+		return usageError("-max must not be negative, got %d", *limit)
+	}
+	d, err := f.resolve(e, true)
+	if err != nil {
+		return err
+	}
+	store, err := d.store(idem.WithClock(e.now))
+	if err != nil {
+		return err
+	}
+	db, err := d.openTable(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	now := e.now()
+	w := e.stdout
+	line(w, "key", strconv.Quote(key))
+	res, err := store.Lookup(ctx, db, key)
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		line(w, "state", "not found: no live record for this key")
+		line(w, "", "it was never committed, or it expired, or a transaction holding it has not committed yet")
+		// An expired record that is still in the table answers the
+		// customer's question too: the request did run, long ago.
+		if raw, rerr := readRecord(ctx, store, db, key); rerr == nil && raw != nil {
+			line(w, "", fmt.Sprintf("an expired record waits for purge: created %s, expired %s (%s);",
+				formatTime(raw.created), formatTime(raw.expires), relative(raw.expires, now)))
+			line(w, "", "it no longer counts, and a request with this key runs as a new one")
+		}
+		return &exitCodeError{code: exitNotFound}
+	case errors.Is(err, idem.ErrCorruptRecord):
+		line(w, "state", "corrupt: "+strings.TrimPrefix(err.Error(), "idem: "))
+		if raw, rerr := readRecord(ctx, store, db, key); rerr == nil && raw != nil {
+			times(w, raw.created, raw.expires, now)
+			if raw.status.Valid {
+				line(w, "status", strconv.FormatInt(raw.status.Int64, 10))
+			}
+			line(w, "size", fmt.Sprintf("header %d bytes, body %d bytes", len(raw.header), len(raw.body)))
+		}
+		line(w, "", "the record is never replayed: a request with this key fails until it expires or is deleted")
+		return &exitCodeError{code: exitCorrupt}
+	case err != nil:
+		return err
+	}
+
+	if res.Outcome == idem.InFlight {
+		line(w, "state", "in flight: the key is claimed but no response is stored; a retry gets 409 until it expires")
+		times(w, res.CreatedAt, res.ExpiresAt, now)
+		return nil
+	}
+	line(w, "state", "finished: the request ran and committed; a retry gets this response back")
+	times(w, res.CreatedAt, res.ExpiresAt, now)
+	resp := res.Response
+	line(w, "status", strconv.Itoa(resp.Status)+statusName(resp.Status))
+	writeHeader(w, resp.Header)
+	return writeBody(w, resp.Body, *limit, *full)
+}
+
+// line writes one labelled line of inspect's output; an empty label
+// continues the line above.
+func line(w io.Writer, label, value string) {
+	fmt.Fprintf(w, "%-8s %s\n", label, value)
+}
+
+func times(w io.Writer, created, expires, now time.Time) {
+	line(w, "created", formatTime(created)+" ("+relative(created, now)+")")
+	line(w, "expires", formatTime(expires)+" ("+relative(expires, now)+")")
+}
+
+func statusName(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return " " + t
+	}
+	return ""
+}
+
+func writeHeader(w io.Writer, h http.Header) {
+	if len(h) == 0 {
+		line(w, "header", "(none)")
+		return
+	}
+	label := "header"
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[name] {
+			if !printable([]byte(name + v)) {
+				name, v = strconv.Quote(name), strconv.Quote(v)
+			}
+			line(w, label, name+": "+v)
+			label = ""
+		}
+	}
+}
+
+func writeBody(w io.Writer, body []byte, limit int, full bool) error {
+	switch {
+	case len(body) == 0:
+		line(w, "body", "(empty)")
+		return nil
+	case !printable(body):
+		line(w, "body", fmt.Sprintf("%d bytes, not printable UTF-8: not shown", len(body)))
+		return nil
+	}
+	shown := body
+	if !full {
+		shown = cut(body, limit)
+	}
+	line(w, "body", fmt.Sprintf("%d bytes:", len(body)))
+	if _, err := w.Write(shown); err != nil {
+		return err
+	}
+	if len(shown) > 0 && shown[len(shown)-1] != '\n' {
+		fmt.Fprintln(w)
+	}
+	if more := len(body) - len(shown); more > 0 {
+		fmt.Fprintf(w, "... %d more bytes: -full shows them all\n", more)
+	}
+	return nil
+}
+
+// rawRecord is a row of the table as it is, whether or not it counts.
+type rawRecord struct {
+	status           sql.NullInt64
+	header, body     []byte
+	created, expires time.Time
+}
+
+// readRecord reads the row of key with the Store's own lookup statement, for
+// what Lookup does not show: an expired record, or a corrupt one. No row is
+// a nil record.
+func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) (*rawRecord, error) {
+	q, ok := store.Queries()["lookup"]
+	if !ok || !slices.Equal(q.Params, []string{"key"}) {
+		return nil, errors.New("the lookup statement does not bind just the key")
+	}
+	var (
+		r                rawRecord
+		hash, checksum   []byte
+		created, expires int64
+	)
+	err := db.QueryRowContext(ctx, q.SQL, []byte(key)).Scan(&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.created, r.expires = time.UnixMicro(created), time.UnixMicro(expires)
+	return &r, nil
+}

@@ -1,0 +1,222 @@
+// Command idem is the operator's tool for a service that keeps idempotency
+// keys with package idem: it creates the table, purges expired keys, shows
+// the record of one key, reports the state of the table, and runs a demo.
+//
+//	go run ./cmd/idem demo                 # the demo, on an embedded SQLite database
+//	idem migrate -dsn 'postgres://app@db/shop'
+//	idem inspect -dsn 'postgres://app@db/shop' order-7f3a
+//	idem purge -dsn 'postgres://app@db/shop' -batch 5000
+//
+// Run idem -h for the commands, and idem COMMAND -h for each one's flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit statuses. Scripts rely on them, so they are part of the interface.
+const (
+	exitOK       = 0
+	exitError    = 1 // the command failed at run time
+	exitUsage    = 2 // bad command line: unknown command, bad flag, missing -dsn
+	exitNotFound = 3 // inspect: the key has no live record
+	exitCorrupt  = 4 // inspect: the key's record does not match its checksum
+)
+
+// env is what a command may use of the world outside it. main fills it from
+// the process; tests fill it with buffers, their own variables and a clock.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+	// terminal tells whether stderr is a terminal, where a progress line
+	// can be redrawn in place; elsewhere it would fill a log with noise.
+	terminal bool
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+// commands are listed in the order an operator meets them.
+var commands = []command{
+	{"demo", "show retries, concurrent duplicates and a reused key on a demo table", runDemo},
+	{"schema", "print the statements that create the table, for a migration tool", runSchema},
+	{"migrate", "create the table and its index if they are missing", runMigrate},
+	{"inspect", "show the stored record of one key", runInspect},
+	{"stats", "count live and expired keys, and measure the table", runStats},
+	{"purge", "delete expired keys, in batches", runPurge},
+}
+
+// exitCodeError ends the command with a status other than exitError. A nil
+// err means the command has already said all there is to say.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// usageError reports a bad command line, which exits with exitUsage.
+func usageError(format string, args ...any) error {
+	return &exitCodeError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		getenv:   os.Getenv,
+		now:      time.Now,
+		terminal: isTerminal(os.Stderr),
+	}
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// isTerminal reports whether f is a character device, as a terminal is.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// run dispatches args to a command and turns its error into an exit status,
+// printing the error on stderr.
+func run(ctx context.Context, e *env, args []string) int {
+	err := dispatch(ctx, e, args)
+	if err == nil {
+		return exitOK
+	}
+	code := exitError
+	var ce *exitCodeError
+	if errors.As(err, &ce) {
+		code = ce.code
+		if ce.err == nil {
+			return code
+		}
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "idem: ") {
+		msg = "idem: " + msg
+	}
+	fmt.Fprintln(e.stderr, msg)
+	return code
+}
+
+func dispatch(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return &exitCodeError{code: exitUsage}
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if name == "help" && len(rest) > 0 {
+			if c, ok := lookupCommand(rest[0]); ok {
+				return c.run(ctx, e, []string{"-h"})
+			}
+			return usageError("unknown command %q: run 'idem -h' for the list", rest[0])
+		}
+		usage(e.stdout)
+		return nil
+	}
+	c, ok := lookupCommand(name)
+	if !ok {
+		if strings.HasPrefix(name, "-") {
+			return usageError("flag %s before the command: write 'idem COMMAND %s ...'; run 'idem -h' for the commands", name, name)
+		}
+		return usageError("unknown command %q: run 'idem -h' for the list", name)
+	}
+	return c.run(ctx, e, rest)
+}
+
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `idem looks after the table of idempotency keys that package idem keeps.
+
+Usage:
+  idem COMMAND [flags] [arguments]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s  %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+The database flags, shared by migrate, inspect, stats and purge:
+  -dsn      the data source name; default $IDEM_DSN. For SQLite, idem adds
+            _txlock=immediate and _pragma=busy_timeout(5000) unless it sets
+            its own, as the SQLite dialect needs
+  -dialect  postgres, mysql (MariaDB) or sqlite; default $IDEM_DIALECT, or
+            inferred from the DSN
+  -table    the table of keys; default idempotency_keys
+  -driver   for postgres: pgx (default) or postgres (lib/pq)
+
+Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect found no record,
+4 inspect found a corrupt record.
+
+Run 'idem COMMAND -h' for a command's flags and an example.
+`)
+}
+
+// parseFlags parses args with fs, and returns the positional arguments. Flags
+// may come before or after them (idem inspect KEY -dsn ...); after "--",
+// everything is positional, for a key that starts with a dash. -h prints help
+// on stdout and returns errHelp; a bad flag is a usage error.
+func parseFlags(e *env, fs *flag.FlagSet, help string, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(e.stdout, help)
+			fmt.Fprintln(e.stdout, "\nFlags:")
+			fs.SetOutput(e.stdout)
+			fs.PrintDefaults()
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usageError("%s: %v; run 'idem %s -h' for its flags", fs.Name(), err, fs.Name())
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if len(rest) == 0 || (consumed > 0 && args[consumed-1] == "--") {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// errHelp ends a command that printed its help, successfully.
+var errHelp = &exitCodeError{code: exitOK}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	r := runCmd(t, "-h")
+	r.wantCode(t, exitOK)
+	for _, c := range commands {
+		if !strings.Contains(r.stdout, "\n  "+c.name+" ") {
+			t.Errorf("idem -h does not list %s:\n%s", c.name, r.stdout)
+		}
+	}
+	for _, flag := range []string{"-dsn", "-dialect", "-table", "-driver", "IDEM_DSN", "IDEM_DIALECT"} {
+		if !strings.Contains(r.stdout, flag) {
+			t.Errorf("idem -h does not mention %s", flag)
+		}
+	}
+
+	r = runCmd(t)
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "Commands:") || r.stdout != "" {
+		t.Errorf("idem without a command: want the usage on stderr, got stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// Every command explains itself, with an example, and exits zero.
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "-h"}, {"help", c.name}} {
+			r := runCmd(t, args...)
+			r.wantCode(t, exitOK)
+			if !strings.HasPrefix(r.stdout, "Usage: idem "+c.name) {
+				t.Errorf("idem %s: help does not start with its usage line:\n%s", strings.Join(args, " "), r.stdout)
+			}
+			for _, want := range []string{"Example:", "\nFlags:\n", "-table"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("idem %s: help lacks %q:\n%s", strings.Join(args, " "), want, r.stdout)
+				}
+			}
+			if r.stderr != "" {
+				t.Errorf("idem %s: stderr %q", strings.Join(args, " "), r.stderr)
+			}
+		}
+	}
+}
+
+// Bad input exits with 2 when the command line is wrong and 1 when the
+// database is, with a message that says what to do.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.db") // an empty file is an empty SQLite database
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.db")
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"bogus"}, exitUsage, `idem: unknown command "bogus": run 'idem -h' for the list`},
+		{[]string{"help", "bogus"}, exitUsage, `idem: unknown command "bogus"`},
+		{[]string{"-dsn", "x.db", "stats"}, exitUsage, "idem: flag -dsn before the command"},
+		{[]string{"stats"}, exitUsage, "idem: no database: set -dsn or IDEM_DSN"},
+		{[]string{"stats", "-dsn", "db.internal:5432"}, exitUsage, "idem: cannot tell the dialect from the DSN: set -dialect or IDEM_DIALECT"},
+		{[]string{"stats", "-dsn", empty, "-dialect", "oracle"}, exitUsage, `idem: unknown dialect "oracle"`},
+		{[]string{"stats", "-dsn", empty, "-table", "keys; DROP TABLE users"}, exitUsage, "idem: bad -table: invalid argument"},
+		{[]string{"stats", "-dsn", empty, "-nope"}, exitUsage, "idem: stats: flag provided but not defined: -nope; run 'idem stats -h'"},
+		{[]string{"stats", "-dsn", empty, "extra"}, exitUsage, "idem: stats takes no arguments"},
+		{[]string{"stats", "-dsn", empty, "-driver", "pgx"}, exitUsage, `idem: -driver "pgx" does not apply to sqlite`},
+		{[]string{"stats", "-dsn", "postgres://db.internal/shop", "-driver", "odbc"}, exitUsage, `idem: unknown -driver "odbc" for postgres`},
+		{[]string{"purge", "-dsn", empty, "-batch", "0"}, exitUsage, "idem: -batch must be positive, got 0"},
+		{[]string{"purge", "-dsn", empty, "-batch", "many"}, exitUsage, "idem: purge: invalid value"},
+		{[]string{"inspect", "-dsn", empty}, exitUsage, "idem: inspect takes one key, got 0 arguments"},
+		{[]string{"inspect", "-dsn", empty, "a", "b"}, exitUsage, "idem: inspect takes one key, got 2 arguments"},
+		{[]string{"inspect", "-dsn", empty, strings.Repeat("k", 513)}, exitUsage, "idem: a key is 1 to 512 bytes, got 513"},
+		{[]string{"schema"}, exitUsage, "idem: no dialect: set -dialect or IDEM_DIALECT"},
+		{[]string{"demo", "-dialect", "postgres"}, exitUsage, "idem: -dialect postgres needs -dsn"},
+		{[]string{"demo", "-orders", "idem_demo_keys"}, exitUsage, "idem: -orders and -table name the same table"},
+		{[]string{"stats", "-dsn", missing}, exitError, "idem: sqlite database " + missing + " does not exist: check -dsn"},
+		{[]string{"inspect", "-dsn", empty, "k"}, exitError, "idem: table idempotency_keys does not exist in this sqlite database: check -table, or create it with idem migrate"},
+		{[]string{"purge", "-dsn", empty, "-table", "other"}, exitError, "idem: table other does not exist"},
+		{[]string{"stats", "-dsn", "postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, exitError, "idem: cannot reach the postgres database (check -dsn): "},
+	} {
+		r := runCmd(t, c.args...)
+		if r.code != c.code || !strings.HasPrefix(r.stderr, c.msg) {
+			t.Errorf("idem %s: exit %d, stderr %q; want exit %d, stderr starting %q", strings.Join(c.args, " "), r.code, r.stderr, c.code, c.msg)
+		}
+		if c.code == exitUsage && strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("idem %s: want one line on stderr, got %q", strings.Join(c.args, " "), r.stderr)
+		}
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("stats created %s", missing)
+	}
+}
+
+// IDEM_DSN and IDEM_DIALECT stand in for the flags, which win over them.
+func TestEnvironment(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "shop.sqlite")
+	vars := map[string]string{envDSN: path}
+	e := testEnv(time.Now())
+	e.getenv = func(k string) string { return vars[k] }
+
+	r := runWith(t, e, "migrate")
+	r.wantCode(t, exitOK)
+	equalLines(t, r.stdout, "created table idempotency_keys and its index (sqlite)")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("migrate with IDEM_DSN: %v", err)
+	}
+
+	vars[envDialect] = "mysql"
+	r = runWith(t, e, "schema")
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "ENGINE=InnoDB") {
+		t.Errorf("schema with IDEM_DIALECT=mysql:\n%s", r.stdout)
+	}
+	r = runWith(t, e, "schema", "-dialect", "sqlite")
+	r.wantCode(t, exitOK)
+	if strings.Contains(r.stdout, "ENGINE=InnoDB") {
+		t.Errorf("schema -dialect sqlite with IDEM_DIALECT=mysql printed MySQL:\n%s", r.stdout)
+	}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/idemgo/idem"
+)
+
+const migrateHelp = `Usage: idem migrate [-dsn DSN] [-dialect DIALECT] [-table NAME]
+
+Migrate creates the table of keys and its index on expires_at if they are
+missing; run again, it does nothing. To review the statements first, or to
+hand them to a migration tool, use idem schema.
+
+For SQLite, migrate creates the database file if it is missing.
+
+Example:
+  IDEM_DSN='postgres://app@db.internal/shop' idem migrate
+  idem migrate -dsn 'app:secret@tcp(db.internal:3306)/shop' -table billing_keys
+`
+
+func runMigrate(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	var f dbFlags
+	f.register(fs, true, idem.DefaultTable)
+	rest, err := parseFlags(e, fs, migrateHelp, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError("migrate takes no arguments, got %q", rest)
+	}
+	d, err := f.resolve(e, true)
+	if err != nil {
+		return err
+	}
+	store, err := d.store()
+	if err != nil {
+		return err
+	}
+	db, err := d.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	existed, err := d.tableExists(ctx, db)
+	if err != nil {
+		return err
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		return err
+	}
+	if existed {
+		_, err = fmt.Fprintf(e.stdout, "table %s already exists (%s); its index is in place\n", d.table, d.dialect.Name())
+	} else {
+		_, err = fmt.Fprintf(e.stdout, "created table %s and its index (%s)\n", d.table, d.dialect.Name())
+	}
+	return err
+}

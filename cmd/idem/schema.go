@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/idemgo/idem"
+)
+
+const schemaHelp = `Usage: idem schema -dialect DIALECT [-table NAME]
+
+Schema prints the statements that create the table of keys and its index,
+each ending with a semicolon and separated by a blank line, for a migration
+tool such as goose or golang-migrate. They are the statements that idem
+migrate runs, and both do nothing when the table is already there. Schema
+does not connect to a database.
+
+Example:
+  idem schema -dialect postgres > migrations/00042_idempotency_keys.up.sql
+`
+
+func runSchema(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
+	var f dbFlags
+	f.register(fs, false, idem.DefaultTable)
+	rest, err := parseFlags(e, fs, schemaHelp, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError("schema takes no arguments, got %q", rest)
+	}
+	d, err := f.resolve(e, false)
+	if err != nil {
+		return err
+	}
+	store, err := d.store()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(e.stdout, schemaText(store.Schema()))
+	return err
+}
+
+// schemaText writes each statement as a paragraph of its own.
+func schemaText(stmts []string) string {
+	var b strings.Builder
+	for i, s := range stmts {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(s)
+		b.WriteString(";\n")
+	}
+	return b.String()
+}
