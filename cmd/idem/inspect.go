@@ -43,7 +43,7 @@ Put a key that starts with a dash after --: idem inspect -- -key-
 
 Exit status: 0 finished or in flight, 3 not found, 4 corrupt, 1 on error.
 
-Examples:
+Example:
   idem inspect -dsn 'postgres://support@db.internal/shop' order-7f3a
   idem inspect -dsn 'postgres://support@db.internal/shop' -scope acct_42 order-7f3a
 `
