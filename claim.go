@@ -37,7 +37,7 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 	for unsettled := 0; unsettled < maxUnsettled; {
 		rec, claimed, busy, err := s.runClaim(ctx, tx, v)
 		switch {
-		case s.d.Classify(err) == ErrorLockTimeout:
+		case err != nil && s.d.Classify(err) == ErrorLockTimeout:
 			// The claim waited in vain. A finished record may be
 			// visible all the same, behind a replay that holds its lock.
 			if rec, err = s.findLive(ctx, tx, v); err == nil && rec == nil {
@@ -87,44 +87,48 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 
 // runClaim runs the claim statement once.
 func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
-	var (
-		r                   record
-		status              sql.NullInt64
-		created, expires    sql.NullInt64
-		claimedCol, busyCol bool
-	)
+	// One value holds every destination of Scan, so that they escape to
+	// the heap together.
+	var row struct {
+		rec              record
+		claimed, busy    bool
+		status           sql.NullInt64
+		created, expires sql.NullInt64
+	}
+	r := &row.rec
 	err = tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...).Scan(
-		&claimedCol, &busyCol, &r.requestHash, &status, &r.header, &r.body, &r.checksum, &created, &expires)
+		&row.claimed, &row.busy, &r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &row.created, &row.expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, false, nil
 	}
 	if err != nil {
 		return nil, false, false, err
 	}
-	if !created.Valid {
-		return nil, false, busyCol, nil
+	if !row.created.Valid {
+		return nil, false, row.busy, nil
 	}
-	r.finished, r.status = status.Valid, status.Int64
-	r.createdAt, r.expiresAt = created.Int64, expires.Int64
-	return &r, claimedCol, busyCol, nil
+	r.finished, r.status = row.status.Valid, row.status.Int64
+	r.createdAt, r.expiresAt = row.created.Int64, row.expires.Int64
+	return r, row.claimed, row.busy, nil
 }
 
 // find runs the lookup statement; no record is a nil record.
 func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error) {
-	var (
-		r      record
+	var row struct {
+		rec    record
 		status sql.NullInt64
-	)
+	}
+	r := &row.rec
 	err := q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan(
-		&r.requestHash, &status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt)
+		&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.finished, r.status = status.Valid, status.Int64
-	return &r, nil
+	r.finished, r.status = row.status.Valid, row.status.Int64
+	return r, nil
 }
 
 // findLive runs the lookup statement in tx, and returns the record of v's

@@ -176,12 +176,21 @@ type values struct {
 	now                    int64
 	limit                  int64
 	token, lockID          int64
+
+	// argBuf holds the arguments of the statement being sent, which
+	// database/sql copies before the call returns, and keyArg the key
+	// boxed once for all the statements of a call.
+	argBuf [8]any
+	keyArg any
 }
 
 func (v *values) get(p param) any {
 	switch p {
 	case paramKey:
-		return v.key
+		if v.keyArg == nil {
+			v.keyArg = v.key
+		}
+		return v.keyArg
 	case paramRequestHash:
 		return v.requestHash
 	case paramCreatedAt:
@@ -217,9 +226,9 @@ type statement struct {
 func (s *statement) uses(p param) bool { return contains(s.params, p) }
 
 func (s *statement) args(v *values) []any {
-	args := make([]any, len(s.params))
-	for i, p := range s.params {
-		args[i] = v.get(p)
+	args := v.argBuf[:0]
+	for _, p := range s.params {
+		args = append(args, v.get(p))
 	}
 	return args
 }

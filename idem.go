@@ -102,7 +102,7 @@ type Store struct {
 	lockTimeout      time.Duration
 	clock            func() time.Time
 	maxResponseBytes int
-	observer         func(context.Context, Event)
+	observers        []func(context.Context, Event)
 	schema           []string
 	claim, takeover  statement
 	lookup, complete statement
@@ -133,7 +133,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		lockTimeout:      c.lockTimeout,
 		clock:            c.clock,
 		maxResponseBytes: c.maxResponseBytes,
-		observer:         c.observer,
+		observers:        c.observers,
 		schema:           d.Schema(c.table),
 	}
 	st := d.Statements(c.table, c.lockTimeout)

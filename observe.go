@@ -30,7 +30,7 @@ type Event struct {
 // startEvent returns the time a measured span starts, or the zero time when
 // nobody observes, so that an unobserved Store does not read the clock.
 func (s *Store) startEvent() time.Time {
-	if s.observer == nil {
+	if len(s.observers) == 0 {
 		return time.Time{}
 	}
 	return time.Now()
@@ -45,7 +45,7 @@ func (s *Store) since(start time.Time) time.Duration {
 
 // endEvent hands the observer the Event of a call that began at start.
 func (s *Store) endEvent(ctx context.Context, start time.Time, key string, res Result, err error, wait time.Duration, attempts int) {
-	if s.observer == nil {
+	if len(s.observers) == 0 {
 		return
 	}
 	sum := sha256.Sum256([]byte(key))
@@ -60,5 +60,7 @@ func (s *Store) endEvent(ctx context.Context, start time.Time, key string, res R
 	if err != nil {
 		e.Outcome = 0
 	}
-	s.observer(ctx, e)
+	for _, observe := range s.observers {
+		observe(ctx, e)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idemgo/idem"
@@ -23,11 +24,12 @@ func TestObserver(t *testing.T) {
 		mu     sync.Mutex
 		events []idem.Event
 	)
+	var second atomic.Int32 // a second observer sees every event too
 	e := setup(t, sqliteTarget(""), idem.WithObserver(func(_ context.Context, ev idem.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, ev)
-	}))
+	}), idem.WithObserver(func(context.Context, idem.Event) { second.Add(1) }))
 	ctx := context.Background()
 	failed := errors.New("no stock")
 	attempts := 0
@@ -57,8 +59,8 @@ func TestObserver(t *testing.T) {
 		{idem.Replay, nil, 1, keyHash},
 		{0, failed, 1, ""},
 	}
-	if len(events) != len(want) {
-		t.Fatalf("%d events, want %d: %+v", len(events), len(want), events)
+	if len(events) != len(want) || int(second.Load()) != len(want) {
+		t.Fatalf("%d and %d events, want %d: %+v", len(events), second.Load(), len(want), events)
 	}
 	for i, w := range want {
 		ev := events[i]

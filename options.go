@@ -36,7 +36,7 @@ type config struct {
 	lockTimeout      time.Duration
 	clock            func() time.Time
 	maxResponseBytes int
-	observer         func(context.Context, Event)
+	observers        []func(context.Context, Event)
 }
 
 func defaultConfig() config {
@@ -131,17 +131,18 @@ func WithMaxResponseBytes(n int) Option {
 	}
 }
 
-// WithObserver sets a function that receives an Event after every call of Do
-// and DoTx, for metrics and logs: the outcome or error, how long the claim
+// WithObserver adds a function that receives an Event after every call of
+// Do and DoTx, for metrics and logs: the outcome or error, how long the claim
 // waited, how many attempts DoTx made. Events name the key only by a hash.
-// The function runs in the caller's goroutine before Do returns, so keep it
-// quick. The default is no observer, which costs nothing.
+// Observers run in the caller's goroutine before Do returns, in the order
+// they were added, so keep them quick. The default is no observer, which
+// costs nothing.
 func WithObserver(observe func(context.Context, Event)) Option {
 	return func(c *config) error {
 		if observe == nil {
 			return fmt.Errorf("%w: nil observer", ErrInvalidArgument)
 		}
-		c.observer = observe
+		c.observers = append(c.observers, observe)
 		return nil
 	}
 }

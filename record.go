@@ -2,7 +2,6 @@ package idem
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"fmt"
 
 	"github.com/idemgo/idem/internal/codec"
@@ -46,9 +45,9 @@ func (r *record) response(key []byte) (Response, error) {
 // makes two requests different, such as method, path, query, body, and the
 // identity of the client.
 func Fingerprint(parts ...[]byte) []byte {
-	h := sha256.New()
+	f := codec.NewFramer()
 	for _, p := range parts {
-		codec.WriteFramed(h, p)
+		f.Write(p)
 	}
-	return h.Sum(nil)
+	return f.Sum()
 }

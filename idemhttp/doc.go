@@ -21,8 +21,13 @@
 //	}
 //
 // [New] returns a standard func(http.Handler) http.Handler, so it plugs into
-// http.ServeMux, chi and gorilla/mux as it is, and into echo and gin through
-// their adapters for net/http middleware.
+// http.ServeMux, chi and gorilla/mux as it is. Frameworks with handlers of
+// their own need care, because the middleware may run the handler more than
+// once (DoTx runs the transaction again after a conflict) and stores
+// whatever the handler wrote when it returns: echo's WrapMiddleware must see
+// a handler's returned error written before it returns, and gin's c.Next
+// runs the rest of a chain only once. The module examples/ecosystem in the
+// repository has tested adapters for both, and for chi.
 //
 // # Scope: without one, clients share keys
 //

@@ -43,6 +43,10 @@ func parseKey(values []string) (key string, present bool, err *keyError) {
 	switch {
 	case key == "":
 		return "", true, &keyError{"the key is empty"}
+	case key[0] == ' ' || key[len(key)-1] == ' ':
+		// A quoted key could otherwise differ from another only by
+		// spaces that clients and proxies trim without a thought.
+		return "", true, &keyError{"the key starts or ends with a space"}
 	case len(key) > MaxKeyLength:
 		return "", true, &keyError{"the key is longer than 255 characters"}
 	}

@@ -204,6 +204,8 @@ func failure(err error) problem {
 		return problemCommitUnknown
 	case errors.Is(err, idem.ErrResponseTooLarge):
 		return problemResponseTooLarge
+	case errors.Is(err, idem.ErrCorruptRecord):
+		return problemRecordDamaged
 	}
 	return problemInternal
 }

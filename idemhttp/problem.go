@@ -51,6 +51,8 @@ var (
 		Detail: "The server lost contact with its database while saving this request, and cannot tell whether it was saved. Send the same request with the same key again after the Retry-After delay: you will get its response if it was saved, and it will run if it was not."}
 	problemResponseTooLarge = problem{Type: problemTypes + "response-too-large", Title: "Response too large to store", Status: http.StatusInternalServerError,
 		Detail: "The response to this request was too large to be stored for retries, so the request was undone. Sending it again will fail the same way."}
+	problemRecordDamaged = problem{Type: problemTypes + "record-damaged", Title: "Stored response damaged", Status: http.StatusInternalServerError,
+		Detail: "This idempotency key has a stored response that is damaged, so it cannot be sent back, and the request is not run again. Ask the API's operator to look at the key."}
 	problemInternal = problem{Type: problemTypes + "internal-error", Title: "Internal error", Status: http.StatusInternalServerError,
 		Detail: "A server error stopped this request before it was carried out; nothing was saved. Send it again with the same key later."}
 )

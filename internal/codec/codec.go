@@ -17,27 +17,40 @@ import (
 // response, each framed by its length, so that a response moved to another
 // record fails the check as surely as a changed one.
 func Checksum(key, requestHash []byte, status int64, header, body []byte) [sha256.Size]byte {
-	h := sha256.New()
-	WriteFramed(h, key)
-	WriteFramed(h, requestHash)
-	var st [8]byte
-	binary.BigEndian.PutUint64(st[:], uint64(status))
-	h.Write(st[:])
-	WriteFramed(h, header)
-	WriteFramed(h, body)
+	f := NewFramer()
+	f.Write(key)
+	f.Write(requestHash)
+	binary.BigEndian.PutUint64(f.buf, uint64(status))
+	f.h.Write(f.buf)
+	f.Write(header)
+	f.Write(body)
 	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	copy(sum[:], f.Sum())
 	return sum
 }
 
-// WriteFramed writes the length of p, then p, so that no two sequences of
-// parts hash alike.
-func WriteFramed(h hash.Hash, p []byte) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-	h.Write(n[:])
-	h.Write(p)
+// Framer hashes parts with SHA-256, each framed by its length, so that no
+// two sequences of parts hash alike. Its one buffer serves every length
+// prefix and the sum, which keeps hashing a response to two allocations.
+type Framer struct {
+	h   hash.Hash
+	buf []byte
 }
+
+// NewFramer returns an empty Framer.
+func NewFramer() *Framer {
+	return &Framer{h: sha256.New(), buf: make([]byte, 8, sha256.Size)}
+}
+
+// Write adds the length of p, then p.
+func (f *Framer) Write(p []byte) {
+	binary.BigEndian.PutUint64(f.buf, uint64(len(p)))
+	f.h.Write(f.buf)
+	f.h.Write(p)
+}
+
+// Sum returns the SHA-256 of what was written, in the Framer's own buffer.
+func (f *Framer) Sum() []byte { return f.h.Sum(f.buf[:0]) }
 
 // The header encoding: a version byte, then for each name in sorted order
 // the name and its values, every string and count as a uvarint length or

@@ -1,0 +1,292 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// The benchmarks run on SQLite always, and on PostgreSQL and MariaDB when
+// scripts/test has started them:
+//
+//	go test -run '^$' -bench . -benchmem
+//	bash scripts/test -- go test -run '^$' -bench . -benchmem
+//
+// docs/performance.md has the figures, and cmd/idembench compares the paths
+// side by side.
+
+// benchClients is the number of concurrent clients of the database
+// benchmarks, as b.SetParallelism counts them: a multiple of GOMAXPROCS.
+const benchClients = 16
+
+// benchTargets lists the databases the benchmarks reach, and a skipped
+// benchmark for each server that is not set.
+func benchTargets(b *testing.B, f func(b *testing.B, tg target, db *sql.DB)) {
+	dir := b.TempDir()
+	lite := sqliteTarget("")
+	liteDSN := "file:" + filepath.Join(dir, "bench.db") + "?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	lite.dsn = func(*testing.T) string { return liteDSN }
+	ts := []target{lite}
+	if dsn := os.Getenv(envPostgres); dsn != "" {
+		ts = append(ts, postgresTarget("postgres/pq", "postgres", dsn), postgresTarget("postgres/pgx", "pgx", dsn))
+	}
+	if dsn := os.Getenv(envMySQL); dsn != "" {
+		ts = append(ts, mysqlTarget("mariadb", dsn, "interpolateParams=true"))
+	}
+	for _, tg := range ts {
+		b.Run(tg.name, func(b *testing.B) {
+			db, err := sql.Open(tg.driver, tg.dsn(nil))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(benchClients)
+			db.SetMaxIdleConns(benchClients)
+			f(b, tg, db)
+		})
+	}
+	for _, s := range []struct{ name, env string }{{"postgres", envPostgres}, {"mariadb", envMySQL}} {
+		if os.Getenv(s.env) == "" {
+			b.Run(s.name, func(b *testing.B) {
+				b.Skipf("%s is not set: run the benchmarks through scripts/test to include this database", s.env)
+			})
+		}
+	}
+}
+
+// benchSetup makes a store on a table of its own in db and an effect table,
+// both dropped at the end of b.
+func benchSetup(b *testing.B, tg target, db *sql.DB) (*idem.Store, string) {
+	b.Helper()
+	suffix := randomName()
+	table, effects := "idem_"+suffix, "effects_"+suffix
+	store, err := idem.New(tg.dialect, idem.WithTable(table))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := store.Migrate(ctx, db); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, sprintf(tg.effectDDL, effects)); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, t := range []string{table, effects} {
+			_, _ = db.ExecContext(context.Background(), "DROP TABLE "+t)
+		}
+	})
+	return store, sprintf(tg.insertEffect, effects)
+}
+
+// orderFunc inserts one order row per call.
+func orderFunc(insert string, key string) idem.Func {
+	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if _, err := tx.ExecContext(ctx, insert, []byte(key), "order"); err != nil {
+			return idem.Response{}, err
+		}
+		return created, nil
+	}
+}
+
+// doOnce runs Do for key in a transaction of its own, committing a claim
+// and rolling back anything else, and fails b unless the outcome is want.
+func doOnce(b *testing.B, db *sql.DB, store *idem.Store, key string, fn idem.Func, want idem.Outcome) {
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	res, err := store.Do(ctx, tx, key, hashA, fn)
+	if err == nil && res.Outcome == idem.Claimed {
+		err = tx.Commit()
+	} else {
+		_ = tx.Rollback()
+	}
+	if err != nil {
+		b.Error(err)
+	} else if res.Outcome != want {
+		b.Errorf("outcome %v, want %v", res.Outcome, want)
+	}
+}
+
+// BenchmarkClaimed claims a new key per operation, with an effect of one
+// INSERT, from 16 concurrent clients: BEGIN, claim, INSERT, complete, COMMIT.
+func BenchmarkClaimed(b *testing.B) {
+	benchTargets(b, func(b *testing.B, tg target, db *sql.DB) {
+		store, insert := benchSetup(b, tg, db)
+		prefix := randomName()
+		var n atomic.Int64
+		b.SetParallelism(max(1, benchClients/parallelism()))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				key := prefix + strconv.FormatInt(n.Add(1), 10)
+				doOnce(b, db, store, key, orderFunc(insert, key), idem.Claimed)
+			}
+		})
+	})
+}
+
+// BenchmarkReplay replays keys that finished earlier: BEGIN, claim (and on
+// SQLite the lookup), ROLLBACK.
+func BenchmarkReplay(b *testing.B) {
+	benchTargets(b, func(b *testing.B, tg target, db *sql.DB) {
+		store, insert := benchSetup(b, tg, db)
+		const keys = 1000
+		prefix := randomName()
+		for i := range keys {
+			key := prefix + strconv.Itoa(i)
+			doOnce(b, db, store, key, orderFunc(insert, key), idem.Claimed)
+		}
+		var n atomic.Int64
+		b.SetParallelism(max(1, benchClients/parallelism()))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				key := prefix + strconv.FormatInt(n.Add(1)%keys, 10)
+				doOnce(b, db, store, key, mustNotRunB(b), idem.Replay)
+			}
+		})
+	})
+}
+
+// BenchmarkBareTx is the same effect without idem: BEGIN, INSERT, COMMIT.
+func BenchmarkBareTx(b *testing.B) {
+	benchTargets(b, func(b *testing.B, tg target, db *sql.DB) {
+		_, insert := benchSetup(b, tg, db)
+		prefix := randomName()
+		var n atomic.Int64
+		b.SetParallelism(max(1, benchClients/parallelism()))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				key := prefix + strconv.FormatInt(n.Add(1), 10)
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := tx.ExecContext(ctx, insert, []byte(key), "order"); err != nil {
+					_ = tx.Rollback()
+					b.Error(err)
+					return
+				}
+				if err := tx.Commit(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// parallelism is what b.SetParallelism multiplies.
+func parallelism() int { return runtime.GOMAXPROCS(0) }
+
+func mustNotRunB(b *testing.B) idem.Func {
+	return func(context.Context, *sql.Tx) (idem.Response, error) {
+		b.Error("fn ran on a replay")
+		return idem.Response{}, nil
+	}
+}
+
+// BenchmarkDoNoopDriver measures Do without a database: what the library
+// and database/sql cost in Go per call, allocations included. Every
+// iteration is one Do in the same transaction.
+func BenchmarkDoNoopDriver(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		dialect idem.Dialect
+		replay  bool
+	}{
+		{"postgres/claimed", idem.Postgres(), false},
+		{"mysql/claimed", idem.MySQL(), false},
+		{"sqlite/claimed", idem.SQLite(), false},
+		{"postgres/replay", idem.Postgres(), true},
+		{"mysql/replay", idem.MySQL(), true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			store, err := idem.New(c.dialect)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const key = "5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01"
+			db := sql.OpenDB(newNoopConnector(store, c.replay, key, hashA, created))
+			defer db.Close()
+			ctx := context.Background()
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tx.Rollback()
+			fn := func(context.Context, *sql.Tx) (idem.Response, error) { return created, nil }
+			want := idem.Claimed
+			if c.replay {
+				want = idem.Replay
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := store.Do(ctx, tx, key, hashA, fn)
+				if err != nil || res.Outcome != want {
+					b.Fatalf("Do: %v, %v", res.Outcome, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandWrittenNoopDriver sends the claim and the completion of the
+// PostgreSQL dialect through database/sql by hand, on the no-op driver:
+// what database/sql alone costs for the statements Do sends.
+func BenchmarkHandWrittenNoopDriver(b *testing.B) {
+	store, err := idem.New(idem.Postgres())
+	if err != nil {
+		b.Fatal(err)
+	}
+	qs := store.Queries()
+	claim, complete := qs["claim"].SQL, qs["complete"].SQL
+	db := sql.OpenDB(newNoopConnector(store, false, "k", hashA, created))
+	defer db.Close()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback()
+	key := []byte("5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01")
+	header, body, sum := []byte{}, []byte("{}"), make([]byte, 32)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		var (
+			claimed, busy                bool
+			hash, header2, body2, chk    []byte
+			status, createdAt, expiresAt sql.NullInt64
+		)
+		// The PostgreSQL claim binds lock_id, key, request_hash,
+		// created_at, expires_at.
+		err := tx.QueryRowContext(ctx, claim, int64(42), key, hashA, int64(1), int64(2)).Scan(
+			&claimed, &busy, &hash, &status, &header2, &body2, &chk, &createdAt, &expiresAt)
+		if err != nil || !claimed {
+			b.Fatal(err)
+		}
+		r, err := tx.ExecContext(ctx, complete, int64(201), header, body, sum, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			b.Fatal(n)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/codec"
+)
+
+// noopConnector opens connections that answer a Store's statements at once,
+// without a database, so that a benchmark measures what Do costs in Go: the
+// claim returns one row (claimed, or a finished record to replay), the
+// lookup the same record, and the completion affects one row. Anything else
+// fails.
+type noopConnector struct {
+	claim, lookup, complete idem.Query
+	// replay makes the claim lose to a finished record of hash and resp.
+	replay bool
+	// record is the finished record a replay returns: request_hash,
+	// status, header, body, checksum, created_at, expires_at.
+	record [7]driver.Value
+}
+
+// newNoopConnector answers store's statements; with replay set, it answers
+// the claim with a finished record of key, hash and resp instead.
+func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, resp idem.Response) *noopConnector {
+	qs := store.Queries()
+	c := &noopConnector{claim: qs["claim"], lookup: qs["lookup"], complete: qs["complete"], replay: replay}
+	header := codec.EncodeHeader(resp.Header)
+	sum := codec.Checksum([]byte(key), hash, int64(resp.Status), header, resp.Body)
+	c.record = [7]driver.Value{hash, int64(resp.Status), header, resp.Body, sum[:], int64(1), int64(1) << 62}
+	return c
+}
+
+func (c *noopConnector) Connect(context.Context) (driver.Conn, error) { return &noopConn{c: c}, nil }
+func (c *noopConnector) Driver() driver.Driver                        { return noopDriver{c} }
+
+type noopDriver struct{ c *noopConnector }
+
+func (d noopDriver) Open(string) (driver.Conn, error) { return &noopConn{c: d.c}, nil }
+
+type noopConn struct{ c *noopConnector }
+
+var errNoop = errors.New("noop driver: unexpected statement")
+
+func (*noopConn) Prepare(string) (driver.Stmt, error) { return nil, errNoop }
+func (*noopConn) Close() error                        { return nil }
+func (cn *noopConn) Begin() (driver.Tx, error)        { return cn, nil }
+func (cn *noopConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error) {
+	return cn, nil
+}
+func (*noopConn) Commit() error   { return nil }
+func (*noopConn) Rollback() error { return nil }
+
+func (cn *noopConn) QueryContext(_ context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	switch query {
+	case cn.c.claim.SQL:
+		r := &noopRows{}
+		if cn.c.replay {
+			r.row[0], r.row[1] = false, false
+			copy(r.row[2:], cn.c.record[:])
+			return r, nil
+		}
+		// The record the claim wrote: the request hash and the times it
+		// was given.
+		r.row[0], r.row[1] = true, false
+		for i, name := range cn.c.claim.Params {
+			switch name {
+			case "request_hash":
+				r.row[2] = args[i].Value
+			case "created_at":
+				r.row[7] = args[i].Value
+			case "expires_at":
+				r.row[8] = args[i].Value
+			}
+		}
+		return r, nil
+	case cn.c.lookup.SQL:
+		r := &noopRows{record: true}
+		copy(r.row[:], cn.c.record[:])
+		return r, nil
+	}
+	return nil, errNoop
+}
+
+func (cn *noopConn) ExecContext(_ context.Context, query string, _ []driver.NamedValue) (driver.Result, error) {
+	if query == cn.c.complete.SQL {
+		return driver.RowsAffected(1), nil
+	}
+	return nil, errNoop
+}
+
+// claimColumns are the columns of a claim; a lookup returns the last seven.
+var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at"}
+
+// noopRows is one row of a claim, or of a lookup when record is set.
+type noopRows struct {
+	row    [9]driver.Value
+	record bool
+	done   bool
+}
+
+func (r *noopRows) Columns() []string {
+	if r.record {
+		return claimColumns[2:]
+	}
+	return claimColumns
+}
+
+func (*noopRows) Close() error { return nil }
+
+func (r *noopRows) Next(dest []driver.Value) error {
+	if r.done {
+		return io.EOF
+	}
+	r.done = true
+	copy(dest, r.row[:len(dest)])
+	return nil
+}

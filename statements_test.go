@@ -1,0 +1,240 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// stmtCounter notes every statement the connections of a database send, by the
+// Store's statement name, "effect" for the test's own insert, or "other",
+// and every one of the Store's statements that the driver had to prepare
+// apart from running it (a round trip more).
+type stmtCounter struct {
+	mu       sync.Mutex
+	names    map[string]string // SQL text to name
+	seen     []string
+	prepared int
+}
+
+func (c *stmtCounter) name(query string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.names[query]; ok {
+		return n
+	}
+	return "other"
+}
+
+func (c *stmtCounter) note(query string) {
+	n := c.name(query)
+	c.mu.Lock()
+	c.seen = append(c.seen, n)
+	c.mu.Unlock()
+}
+
+// notePrepare counts a separate prepare of one of the Store's statements.
+func (c *stmtCounter) notePrepare(query string) {
+	if n := c.name(query); n == "effect" || n == "other" {
+		return
+	}
+	c.mu.Lock()
+	c.prepared++
+	c.mu.Unlock()
+}
+
+// take returns the statements and separate prepares noted since the last call.
+func (c *stmtCounter) take() ([]string, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen, prepared := c.seen, c.prepared
+	c.seen, c.prepared = nil, 0
+	return seen, prepared
+}
+
+// stmtCountingConnector opens connections of a driver that report to c.
+type stmtCountingConnector struct {
+	base driver.Driver
+	dsn  string
+	c    *stmtCounter
+}
+
+func (cc stmtCountingConnector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := cc.base.Open(cc.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &stmtCountingConn{conn.(fullConn), cc.c}, nil
+}
+
+func (cc stmtCountingConnector) Driver() driver.Driver { return cc.base }
+
+type stmtCountingConn struct {
+	fullConn
+	c *stmtCounter
+}
+
+// A driver that cannot send a statement with its arguments in one go
+// answers driver.ErrSkip, and database/sql prepares it instead: that
+// statement is counted when the prepared statement runs.
+func (c *stmtCountingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := c.fullConn.QueryContext(ctx, query, args)
+	if !errors.Is(err, driver.ErrSkip) {
+		c.c.note(query)
+	}
+	return rows, err
+}
+
+func (c *stmtCountingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	r, err := c.fullConn.ExecContext(ctx, query, args)
+	if !errors.Is(err, driver.ErrSkip) {
+		c.c.note(query)
+	}
+	return r, err
+}
+
+func (c *stmtCountingConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *stmtCountingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	var (
+		st  driver.Stmt
+		err error
+	)
+	if p, ok := c.fullConn.(driver.ConnPrepareContext); ok {
+		st, err = p.PrepareContext(ctx, query)
+	} else {
+		st, err = c.fullConn.Prepare(query)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.c.notePrepare(query)
+	return &stmtCountingStmt{st, query, c.c}, nil
+}
+
+type stmtCountingStmt struct {
+	driver.Stmt
+	query string
+	c     *stmtCounter
+}
+
+func (s *stmtCountingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.c.note(s.query)
+	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
+		return e.ExecContext(ctx, args)
+	}
+	return nil, errors.New("counting driver: statement has no ExecContext")
+}
+
+func (s *stmtCountingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.c.note(s.query)
+	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
+		return q.QueryContext(ctx, args)
+	}
+	return nil, errors.New("counting driver: statement has no QueryContext")
+}
+
+// TestStatementsPerCall counts the statements that one Do sends for each
+// outcome, on every database: they are the whole cost of a key, and
+// docs/performance.md accounts for them. Begin, commit and the effect are
+// the caller's and are not counted.
+func TestStatementsPerCall(t *testing.T) {
+	// What each dialect sends, by outcome.
+	want := map[string]map[string][]string{
+		"postgres": {
+			"claimed":  {"claim", "complete"},
+			"replay":   {"claim"},
+			"mismatch": {"claim"},
+			// The claim sees the expired record; a takeover replaces it.
+			"expired": {"claim", "takeover", "complete"},
+		},
+		"mysql": {
+			"claimed":  {"claim", "complete"},
+			"replay":   {"claim"},
+			"mismatch": {"claim"},
+			"expired":  {"claim", "complete"},
+		},
+		"sqlite": {
+			"claimed": {"claim", "complete"},
+			// The claim returns a row only when it wrote one.
+			"replay":   {"claim", "lookup"},
+			"mismatch": {"claim", "lookup"},
+			"expired":  {"claim", "complete"},
+		},
+	}
+	forEach(t, func(t *testing.T, tg target) {
+		c := &stmtCounter{names: map[string]string{}}
+		tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
+			return stmtCountingConnector{base: base, dsn: dsn, c: c}
+		}
+		e := setup(t, tg)
+		// A second store on the same table, a retention window later, for
+		// which every record the first one wrote has expired.
+		later, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithClock(func() time.Time {
+			return time.Now().Add(25 * time.Hour)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		for name, q := range e.store.Queries() {
+			c.names[q.SQL] = name
+		}
+		c.names[sprintf(tg.insertEffect, e.effects)] = "effect"
+		c.mu.Unlock()
+
+		ctx := context.Background()
+		for _, step := range []struct {
+			name  string
+			store *idem.Store
+			hash  []byte
+			want  idem.Outcome
+		}{
+			{"claimed", e.store, hashA, idem.Claimed},
+			{"replay", e.store, hashA, idem.Replay},
+			{"mismatch", e.store, hashB, idem.Mismatch},
+			{"expired", later, hashB, idem.Claimed},
+		} {
+			tx, err := e.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.take()
+			res, err := step.store.Do(ctx, tx, "k", step.hash, e.effect("k", created))
+			seen, prepared := c.take()
+			if err != nil {
+				_ = tx.Rollback()
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			if res.Outcome == idem.Claimed {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != step.want {
+				t.Fatalf("%s: outcome %v, want %v", step.name, res.Outcome, step.want)
+			}
+			var stmts []string
+			for _, s := range seen {
+				if s != "effect" {
+					stmts = append(stmts, s)
+				}
+			}
+			if w := want[tg.dialect.Name()][step.name]; !reflect.DeepEqual(stmts, w) {
+				t.Errorf("%s: Do sent %v, want %v", step.name, stmts, w)
+			}
+			t.Logf("%-8s %d statements %v, %d prepared apart", step.name, len(stmts), stmts, prepared)
+		}
+	})
+}
