@@ -3,10 +3,8 @@ package idem_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"reflect"
 	"regexp"
-	"sync"
 	"testing"
 
 	"github.com/DATA-DOG/go-sqlmock"
@@ -15,68 +13,23 @@ import (
 	"github.com/idemgo/idem/idemtest"
 )
 
-// recorder notes which of a Store's statements a connection runs, by name.
-type recorder struct {
-	names map[string]string // SQL text to statement name
-	mu    sync.Mutex
-	seen  []string
-}
-
-func newRecorder(store *idem.Store) *recorder {
-	r := &recorder{names: map[string]string{}}
+// storeStatements returns a counter that names store's statements, and a
+// function that takes the names of those sent since its last call.
+func storeStatements(store *idem.Store) (*stmtCounter, func() []string) {
+	c := &stmtCounter{names: map[string]string{}}
 	for name, q := range store.Queries() {
-		r.names[q.SQL] = name
+		c.names[q.SQL] = name
 	}
-	return r
-}
-
-func (r *recorder) note(query string) {
-	if name, ok := r.names[query]; ok {
-		r.mu.Lock()
-		r.seen = append(r.seen, name)
-		r.mu.Unlock()
+	return c, func() []string {
+		seen, _ := c.take()
+		var names []string
+		for _, n := range seen {
+			if n != "other" {
+				names = append(names, n)
+			}
+		}
+		return names
 	}
-}
-
-// take returns the names noted since the last call.
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	seen := r.seen
-	r.seen = nil
-	return seen
-}
-
-// recordingConnector opens connections of a driver that tell rec what they run.
-type recordingConnector struct {
-	base driver.Driver
-	dsn  string
-	rec  *recorder
-}
-
-func (c recordingConnector) Connect(context.Context) (driver.Conn, error) {
-	conn, err := c.base.Open(c.dsn)
-	if err != nil {
-		return nil, err
-	}
-	return &recordingConn{conn.(fullConn), c.rec}, nil
-}
-
-func (c recordingConnector) Driver() driver.Driver { return c.base }
-
-type recordingConn struct {
-	fullConn
-	rec *recorder
-}
-
-func (c *recordingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	c.rec.note(query)
-	return c.fullConn.QueryContext(ctx, query, args)
-}
-
-func (c *recordingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	c.rec.note(query)
-	return c.fullConn.ExecContext(ctx, query, args)
 }
 
 // TestMockMatchesDatabase checks idemtest.Mock against the real databases:
@@ -86,8 +39,8 @@ func TestMockMatchesDatabase(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithLockTimeout(0))
 		ctx := context.Background()
-		rec := newRecorder(e.store)
-		real := sql.OpenDB(recordingConnector{base: e.db.Driver(), dsn: e.dsn, rec: rec})
+		counter, take := storeStatements(e.store)
+		real := sql.OpenDB(stmtCountingConnector{base: e.db.Driver(), dsn: e.dsn, c: counter})
 		defer real.Close()
 
 		// What the database does for each outcome.
@@ -126,7 +79,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 			if got := run(real, "k", o.hash, fn); got != o.want {
 				t.Fatalf("outcome %v, want %v", got, o.want)
 			}
-			got[o.want] = rec.take()
+			got[o.want] = take()
 		}
 		if tg.dialect.Name() == "sqlite" {
 			// SQLite never sees a key held by another writer; a record
@@ -138,11 +91,11 @@ func TestMockMatchesDatabase(t *testing.T) {
 		} else {
 			e.hold(t, "held")
 		}
-		rec.take()
+		take()
 		if o := run(real, "held", hashA, fn); o != idem.InFlight {
 			t.Fatalf("outcome %v, want InFlight", o)
 		}
-		got[idem.InFlight] = rec.take()
+		got[idem.InFlight] = take()
 
 		// What the mock expects for each.
 		mockDSN := "idem-" + randomName()
@@ -152,8 +105,8 @@ func TestMockMatchesDatabase(t *testing.T) {
 		}
 		defer mdb.Close()
 		m := idemtest.NewMock(mock, e.store)
-		mrec := newRecorder(e.store)
-		mocked := sql.OpenDB(recordingConnector{base: mdb.Driver(), dsn: mockDSN, rec: mrec})
+		mcounter, mtake := storeStatements(e.store)
+		mocked := sql.OpenDB(stmtCountingConnector{base: mdb.Driver(), dsn: mockDSN, c: mcounter})
 		defer mocked.Close()
 		for _, o := range []struct {
 			outcome idem.Outcome
@@ -179,7 +132,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 			if out := run(mocked, o.key, hashA, fn); out != o.outcome {
 				t.Errorf("mock: outcome %v, want %v", out, o.outcome)
 			}
-			if seen := mrec.take(); !reflect.DeepEqual(seen, got[o.outcome]) {
+			if seen := mtake(); !reflect.DeepEqual(seen, got[o.outcome]) {
 				t.Errorf("%v: the mock expects %v, the database runs %v", o.outcome, seen, got[o.outcome])
 			}
 		}
