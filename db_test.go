@@ -7,7 +7,6 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,13 +18,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/idemgo/idem"
-)
-
-// The server tests read their databases from these variables; scripts/test
-// starts the servers and sets them.
-const (
-	envPostgres = "IDEM_POSTGRES_DSN" // postgres://user@host:port/db?sslmode=disable
-	envMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // target is one database and driver that the contract runs against.
@@ -68,34 +61,47 @@ func (tg target) openDSN(t *testing.T) (*sql.DB, string) {
 
 // targets lists every database the tests can reach: SQLite always, the
 // servers when their variables are set.
-func targets(t *testing.T) []target {
-	t.Helper()
+func targets() []target {
 	ts := []target{sqliteTarget("")}
-	if dsn := os.Getenv(envPostgres); dsn != "" {
-		ts = append(ts, postgresTarget("postgres/pq", "postgres", dsn), postgresTarget("postgres/pgx", "pgx", dsn))
-	}
-	if dsn := os.Getenv(envMySQL); dsn != "" {
-		// The driver settings that change what the server is sent and what
-		// RowsAffected counts must not change any outcome.
-		ts = append(ts, mysqlTarget("mariadb", dsn, ""), mysqlTarget("mariadb/interpolate+foundrows", dsn, "interpolateParams=true&clientFoundRows=true"))
+	for _, srv := range dbtest.Servers() {
+		tg := target{name: srv.Name, dialect: srv.Dialect, driver: srv.Driver, dsn: func(*testing.T) string { return srv.DSN }}
+		switch srv.Dialect.Name() {
+		case "postgres":
+			tg.effectDDL = `CREATE TABLE %s (k bytea NOT NULL, note text NOT NULL)`
+			tg.insertEffect = `INSERT INTO %s (k, note) VALUES ($1, $2)`
+			ts = append(ts, tg)
+		case "mysql":
+			tg.effectDDL = `CREATE TABLE %s (k VARBINARY(512) NOT NULL, note TEXT NOT NULL) ENGINE=InnoDB`
+			tg.insertEffect = `INSERT INTO %s (k, note) VALUES (?, ?)`
+			// The driver settings that change what the server is sent and
+			// what RowsAffected counts must not change any outcome.
+			settings := tg
+			settings.name += "/interpolate+foundrows"
+			settings.dsn = func(*testing.T) string {
+				return withParams(srv.DSN, "interpolateParams=true&clientFoundRows=true")
+			}
+			ts = append(ts, tg, settings)
+		}
 	}
 	return ts
+}
+
+// withParams adds params to the query string of a go-sql-driver/mysql DSN.
+func withParams(dsn, params string) string {
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + params
+	}
+	return dsn + "?" + params
 }
 
 // forEach runs f against every target as a subtest, and shows each server
 // it cannot reach as a skipped subtest that says how to reach it.
 func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 	t.Helper()
-	for _, tg := range targets(t) {
+	for _, tg := range targets() {
 		t.Run(tg.name, func(t *testing.T) { f(t, tg) })
 	}
-	for _, s := range []struct{ name, env string }{{"postgres", envPostgres}, {"mariadb", envMySQL}} {
-		if os.Getenv(s.env) == "" {
-			t.Run(s.name, func(t *testing.T) {
-				t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test", s.env)
-			})
-		}
-	}
+	dbtest.SkipMissing(t)
 }
 
 // sqliteTarget opens a fresh database file per test, with the DSN the
@@ -112,36 +118,6 @@ func sqliteTarget(params string) target {
 			return "file:" + filepath.Join(t.TempDir(), "idem.db") + "?" + params
 		},
 		effectDDL:    `CREATE TABLE %s (k BLOB NOT NULL, note TEXT NOT NULL)`,
-		insertEffect: `INSERT INTO %s (k, note) VALUES (?, ?)`,
-	}
-}
-
-func postgresTarget(name, driver, dsn string) target {
-	return target{
-		name:         name,
-		dialect:      idem.Postgres(),
-		driver:       driver,
-		dsn:          func(*testing.T) string { return dsn },
-		effectDDL:    `CREATE TABLE %s (k bytea NOT NULL, note text NOT NULL)`,
-		insertEffect: `INSERT INTO %s (k, note) VALUES ($1, $2)`,
-	}
-}
-
-// mysqlTarget adds params to the DSN's query string.
-func mysqlTarget(name, dsn, params string) target {
-	if params != "" {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		dsn += sep + params
-	}
-	return target{
-		name:         name,
-		dialect:      idem.MySQL(),
-		driver:       "mysql",
-		dsn:          func(*testing.T) string { return dsn },
-		effectDDL:    `CREATE TABLE %s (k VARBINARY(512) NOT NULL, note TEXT NOT NULL) ENGINE=InnoDB`,
 		insertEffect: `INSERT INTO %s (k, note) VALUES (?, ?)`,
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,13 +25,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
-)
-
-// The server tests read their databases from these variables; scripts/test
-// starts the servers and sets them.
-const (
-	envPostgres = "IDEM_POSTGRES_DSN" // postgres://user@host:port/db?sslmode=disable
-	envMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // sqliteParams are the connection settings the SQLite dialect asks for.
@@ -49,11 +42,8 @@ type target struct {
 // targets lists SQLite, and the servers whose variables are set.
 func targets() []target {
 	ts := []target{sqliteTarget(sqliteParams)}
-	if dsn := os.Getenv(envPostgres); dsn != "" {
-		ts = append(ts, serverTarget("postgres/pq", idem.Postgres(), "postgres", dsn), serverTarget("postgres/pgx", idem.Postgres(), "pgx", dsn))
-	}
-	if dsn := os.Getenv(envMySQL); dsn != "" {
-		ts = append(ts, serverTarget("mariadb", idem.MySQL(), "mysql", dsn))
+	for _, srv := range dbtest.Servers() {
+		ts = append(ts, serverTarget(srv.Name, srv.Dialect, srv.Driver, srv.DSN))
 	}
 	return ts
 }
@@ -65,13 +55,7 @@ func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 	for _, tg := range targets() {
 		t.Run(tg.name, func(t *testing.T) { f(t, tg) })
 	}
-	for _, s := range []struct{ name, env string }{{"postgres", envPostgres}, {"mariadb", envMySQL}} {
-		if os.Getenv(s.env) == "" {
-			t.Run(s.name, func(t *testing.T) {
-				t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test", s.env)
-			})
-		}
-	}
+	dbtest.SkipMissing(t)
 }
 
 // sqliteTarget opens a fresh database file per test with params.

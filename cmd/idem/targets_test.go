@@ -6,20 +6,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemgo/idem"
-)
-
-// The server tests read their databases from these variables; scripts/test
-// starts the servers and sets them.
-const (
-	envPostgres = "IDEM_POSTGRES_DSN" // postgres://user@host:port/db?sslmode=disable
-	envMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // target is one database, and the flags that name it to the command.
@@ -40,13 +33,12 @@ func targets() []target {
 		// settings SQLite needs.
 		dsn: func(t *testing.T) string { return filepath.Join(t.TempDir(), "idem.db") },
 	}}
-	if dsn := os.Getenv(envPostgres); dsn != "" {
-		ts = append(ts,
-			target{name: "postgres/pgx", dialect: idem.Postgres(), dsn: func(*testing.T) string { return dsn }},
-			target{name: "postgres/pq", dialect: idem.Postgres(), driver: "postgres", dsn: func(*testing.T) string { return dsn }})
-	}
-	if dsn := os.Getenv(envMySQL); dsn != "" {
-		ts = append(ts, target{name: "mariadb", dialect: idem.MySQL(), dsn: func(*testing.T) string { return dsn }})
+	for _, srv := range dbtest.Servers() {
+		driver := ""
+		if srv.Driver == "postgres" {
+			driver = "postgres" // the -driver flag; pgx is the default
+		}
+		ts = append(ts, target{name: srv.Name, dialect: srv.Dialect, driver: driver, dsn: func(*testing.T) string { return srv.DSN }})
 	}
 	return ts
 }
@@ -61,13 +53,7 @@ func forEach(t *testing.T, f func(t *testing.T, tb *testDB)) {
 			f(t, newTestDB(t, tg))
 		})
 	}
-	for _, s := range []struct{ name, env string }{{"postgres", envPostgres}, {"mariadb", envMySQL}} {
-		if os.Getenv(s.env) == "" {
-			t.Run(s.name, func(t *testing.T) {
-				t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test", s.env)
-			})
-		}
-	}
+	dbtest.SkipMissing(t)
 }
 
 // testDB is one test's database: a connection of the test's own, and a
