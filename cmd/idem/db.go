@@ -309,3 +309,22 @@ func nullString(s string) any {
 	}
 	return s
 }
+
+// openStore resolves the flags, makes a Store on e's clock, and opens the
+// database, whose table must exist: what the commands that read the table
+// through a Store need.
+func (f *dbFlags) openStore(ctx context.Context, e *env) (*database, *idem.Store, *sql.DB, error) {
+	d, err := f.resolve(e, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	store, err := d.store(idem.WithClock(e.now))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	db, err := d.openTable(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return d, store, db, nil
+}

@@ -76,15 +76,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if *limit < 0 {
 		return usageError("-max must not be negative, got %d", *limit)
 	}
-	d, err := f.resolve(e, true)
-	if err != nil {
-		return err
-	}
-	store, err := d.store(idem.WithClock(e.now))
-	if err != nil {
-		return err
-	}
-	db, err := d.openTable(ctx)
+	_, store, db, err := f.openStore(ctx, e)
 	if err != nil {
 		return err
 	}

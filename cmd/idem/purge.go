@@ -53,15 +53,7 @@ func runPurge(ctx context.Context, e *env, args []string) error {
 	if *batch <= 0 {
 		return usageError("-batch must be positive, got %d", *batch)
 	}
-	d, err := f.resolve(e, true)
-	if err != nil {
-		return err
-	}
-	store, err := d.store(idem.WithClock(e.now))
-	if err != nil {
-		return err
-	}
-	db, err := d.openTable(ctx)
+	d, store, db, err := f.openStore(ctx, e)
 	if err != nil {
 		return err
 	}
