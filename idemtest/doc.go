@@ -7,4 +7,8 @@
 // TestDialect runs the whole contract of Do against a real database through
 // a Dialect, one named subtest per property: the built-in dialects pass it,
 // and so must a new one.
+//
+// Import it from tests only: it brings in go-sqlmock, and go-sql-driver/mysql
+// for the errors of MySQL's conflicts, which a service's own binary should
+// not carry.
 package idemtest
