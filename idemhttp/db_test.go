@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -235,8 +236,9 @@ type reply struct {
 
 // client sends each request on a connection of its own: net/http's
 // Transport resends a request that carries an Idempotency-Key when a reused
-// connection fails, which would hide a lost response from the tests.
-var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+// connection fails, which would hide a lost response from the tests. It
+// honours Expect: 100-continue, which the tests of oversized bodies send.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: 5 * time.Second}}
 
 // send sends a request with the key (none if key is empty) and body.
 func send(t *testing.T, srv *httptest.Server, method, path, key, body string) reply {
