@@ -255,11 +255,12 @@ func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
 			name = sql[i+1 : i+j]
 		}
 		p, known := paramByName(name)
-		if !known || !isIdent(name) {
-			if j > 0 && isIdent(name) {
-				return statement{}, fmt.Errorf("%w: %s dialect: %s statement binds unknown parameter {%s}", ErrInvalidArgument, d.Name(), what, name)
-			}
-			b.WriteString(sql[:i+1]) // a brace that is not a parameter
+		switch {
+		case known:
+		case isIdent(name):
+			return statement{}, fmt.Errorf("%w: %s dialect: %s statement binds unknown parameter {%s}", ErrInvalidArgument, d.Name(), what, name)
+		default: // a brace that is not a parameter
+			b.WriteString(sql[:i+1])
 			sql = sql[i+1:]
 			continue
 		}

@@ -162,3 +162,35 @@ func TestEmptyResponseReplays(t *testing.T) {
 		t.Errorf("replay of an empty response = %+v, want status 204, nil header, empty body", res.Response)
 	}
 }
+
+// badStatements is the SQLite dialect with one statement changed.
+type badStatements struct {
+	idem.Dialect
+	change func(*idem.Statements)
+}
+
+func (d badStatements) Statements(table string, lockTimeout time.Duration) idem.Statements {
+	st := d.Dialect.Statements(table, lockTimeout)
+	d.change(&st)
+	return st
+}
+
+// TestNewChecksDialectStatements shows that a dialect's mistakes in its SQL
+// parameters fail New, and that braces which are not parameters pass.
+func TestNewChecksDialectStatements(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*idem.Statements)
+		ok     bool
+	}{
+		{"an unknown parameter", func(st *idem.Statements) { st.Lookup += " AND {nope} = 1" }, false},
+		{"a parameter the statement cannot have", func(st *idem.Statements) { st.Claim = strings.Replace(st.Claim, "{expires_at}", "{limit}", 1) }, false},
+		{"a missing statement", func(st *idem.Statements) { st.Complete = "" }, false},
+		{"a brace that is not a parameter", func(st *idem.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true},
+	} {
+		_, err := idem.New(badStatements{idem.SQLite(), c.change})
+		if c.ok != (err == nil) || (err != nil && !errors.Is(err, idem.ErrInvalidArgument)) {
+			t.Errorf("%s: New = %v, want ok %v or ErrInvalidArgument", c.name, err, c.ok)
+		}
+	}
+}
