@@ -103,6 +103,7 @@ type Store struct {
 	clock            func() time.Time
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
+	lookupFirst      bool
 	schema           []string
 	claim, takeover  statement
 	lookup, complete statement
@@ -134,6 +135,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		clock:            c.clock,
 		maxResponseBytes: c.maxResponseBytes,
 		observers:        c.observers,
+		lookupFirst:      c.lookupFirst,
 		schema:           d.Schema(c.table),
 	}
 	st := d.Statements(c.table, c.lockTimeout)

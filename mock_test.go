@@ -141,3 +141,71 @@ func TestMockMatchesDatabase(t *testing.T) {
 		}
 	})
 }
+
+// TestMockMatchesDatabaseLookupFirst does the same for DoTx on a store made
+// WithLookupFirst, transactions included.
+func TestMockMatchesDatabaseLookupFirst(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg, idem.WithLookupFirst())
+		ctx := context.Background()
+		insert := sprintf(tg.insertEffect, e.effects)
+		fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			if _, err := tx.ExecContext(ctx, insert, []byte("k"), "done"); err != nil {
+				return idem.Response{}, err
+			}
+			return created, nil
+		}
+		run := func(db *sql.DB, hash []byte) idem.Outcome {
+			t.Helper()
+			res, err := e.store.DoTx(ctx, db, nil, "k", hash, fn)
+			if err != nil {
+				t.Fatalf("DoTx: %v", err)
+			}
+			return res.Outcome
+		}
+		counter, take := storeStatements(e.store)
+		real := sql.OpenDB(stmtCountingConnector{base: e.db.Driver(), dsn: e.dsn, c: counter})
+		defer real.Close()
+		mockDSN := "idem-" + randomName()
+		mdb, mock, err := sqlmock.NewWithDSN(mockDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mdb.Close()
+		m := idemtest.NewMock(mock, e.store)
+		mcounter, mtake := storeStatements(e.store)
+		mocked := sql.OpenDB(stmtCountingConnector{base: mdb.Driver(), dsn: mockDSN, c: mcounter})
+		defer mocked.Close()
+		for _, o := range []struct {
+			hash   []byte
+			want   idem.Outcome
+			expect func()
+		}{
+			{hashA, idem.Claimed, func() {
+				m.ExpectLookupFirst("k", hashA)
+				mock.ExpectBegin()
+				m.ExpectDo("k", hashA)
+				mock.ExpectExec(regexp.QuoteMeta(insert)).WillReturnResult(sqlmock.NewResult(1, 1))
+				m.ExpectComplete("k", hashA, created)
+				mock.ExpectCommit()
+			}},
+			{hashA, idem.Replay, func() { m.ExpectLookupFirst("k", hashA).WillReplay(created) }},
+			{hashB, idem.Mismatch, func() { m.ExpectLookupFirst("k", hashB).WillMismatch() }},
+		} {
+			if got := run(real, o.hash); got != o.want {
+				t.Fatalf("outcome %v, want %v", got, o.want)
+			}
+			want := take()
+			o.expect()
+			if got := run(mocked, o.hash); got != o.want {
+				t.Errorf("mock: outcome %v, want %v", got, o.want)
+			}
+			if seen := mtake(); !reflect.DeepEqual(seen, want) {
+				t.Errorf("%v: the mock expects %v, the database runs %v", o.want, seen, want)
+			}
+		}
+		if err := mock.ExpectationsWereMet(); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -23,7 +23,8 @@ type Event struct {
 	ClaimWait time.Duration
 	// Duration is the whole call, fn and commit included.
 	Duration time.Duration
-	// Attempts is the number of transactions DoTx ran; 1 for Do.
+	// Attempts is the number of transactions DoTx ran: 0 when
+	// WithLookupFirst answered without one, 1 for Do.
 	Attempts int
 }
 

@@ -75,3 +75,25 @@ func TestObserver(t *testing.T) {
 		}
 	}
 }
+
+// An answer from WithLookupFirst's read ran no transaction and no claim.
+func TestObserverLookupFirst(t *testing.T) {
+	var events []idem.Event
+	e := setup(t, sqliteTarget(""), idem.WithLookupFirst(), idem.WithObserver(func(_ context.Context, ev idem.Event) {
+		events = append(events, ev)
+	}))
+	for range 2 {
+		if _, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, e.effect("k", created)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(events) != 2 {
+		t.Fatalf("%d events, want 2", len(events))
+	}
+	if ev := events[0]; ev.Outcome != idem.Claimed || ev.Attempts != 1 || ev.ClaimWait <= 0 {
+		t.Errorf("claim: %+v, want Claimed, 1 attempt, a claim wait", ev)
+	}
+	if ev := events[1]; ev.Outcome != idem.Replay || ev.Attempts != 0 || ev.ClaimWait != 0 || ev.Duration <= 0 {
+		t.Errorf("replay: %+v, want Replay, 0 attempts, no claim wait, a duration", ev)
+	}
+}

@@ -37,6 +37,7 @@ type config struct {
 	clock            func() time.Time
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
+	lookupFirst      bool
 }
 
 func defaultConfig() config {
@@ -127,6 +128,24 @@ func WithMaxResponseBytes(n int) Option {
 			return fmt.Errorf("%w: max response bytes must be positive, got %d", ErrInvalidArgument, n)
 		}
 		c.maxResponseBytes = n
+		return nil
+	}
+}
+
+// WithLookupFirst makes DoTx read the key's record before it begins a
+// transaction, and answer a retry of a finished request from that read
+// alone: a Replay or Mismatch then costs one statement, with no transaction
+// around it, and on SQLite it does not wait for the write lock. A new key
+// costs that read on top of the claim and the completion, so the option
+// pays where retries are a sizeable share of the requests;
+// docs/performance.md measures both sides. A key whose record is missing,
+// held by an uncommitted transaction, unfinished or expired goes on to the
+// transaction, which decides as it does without the option, and so does a
+// key whose read fails. Do, which runs in the caller's transaction, is not
+// affected. The default is off.
+func WithLookupFirst() Option {
+	return func(c *config) error {
+		c.lookupFirst = true
 		return nil
 	}
 }

@@ -99,6 +99,14 @@ func (c *stmtCountingConn) ExecContext(ctx context.Context, query string, args [
 	return r, err
 }
 
+// BeginTx notes a transaction as "begin".
+func (c *stmtCountingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.c.mu.Lock()
+	c.c.seen = append(c.c.seen, "begin")
+	c.c.mu.Unlock()
+	return c.fullConn.BeginTx(ctx, opts)
+}
+
 func (c *stmtCountingConn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
@@ -235,6 +243,52 @@ func TestStatementsPerCall(t *testing.T) {
 				t.Errorf("%s: Do sent %v, want %v", step.name, stmts, w)
 			}
 			t.Logf("%-8s %d statements %v, %d prepared apart", step.name, len(stmts), stmts, prepared)
+		}
+	})
+}
+
+// TestStatementsPerCallLookupFirst counts what DoTx sends, transactions
+// included, with WithLookupFirst: a retry of a finished request is the
+// lookup alone, and a new key pays the lookup on top.
+func TestStatementsPerCallLookupFirst(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		c := &stmtCounter{names: map[string]string{}}
+		tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
+			return stmtCountingConnector{base: base, dsn: dsn, c: c}
+		}
+		e := setup(t, tg)
+		store, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLookupFirst())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		for name, q := range store.Queries() {
+			c.names[q.SQL] = name
+		}
+		c.names[sprintf(tg.insertEffect, e.effects)] = "effect"
+		c.mu.Unlock()
+		for _, step := range []struct {
+			name string
+			hash []byte
+			want idem.Outcome
+			sent []string
+		}{
+			{"claimed", hashA, idem.Claimed, []string{"lookup", "begin", "claim", "effect", "complete"}},
+			{"replay", hashA, idem.Replay, []string{"lookup"}},
+			{"mismatch", hashB, idem.Mismatch, []string{"lookup"}},
+		} {
+			c.take()
+			res, err := store.DoTx(context.Background(), e.db, nil, "k", step.hash, e.effect("k", created))
+			seen, _ := c.take()
+			if err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			if res.Outcome != step.want {
+				t.Fatalf("%s: outcome %v, want %v", step.name, res.Outcome, step.want)
+			}
+			if !reflect.DeepEqual(seen, step.sent) {
+				t.Errorf("%s: DoTx sent %v, want %v", step.name, seen, step.sent)
+			}
 		}
 	})
 }

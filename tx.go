@@ -37,6 +37,9 @@ const (
 // result is Claimed; if another request's record is there, DoTx answers from
 // it; if there is none, nothing was committed and DoTx tries again. If the
 // lookup fails too, it returns ErrCommitUnknown.
+//
+// With WithLookupFirst, DoTx first reads the key's record outside any
+// transaction, and answers a retry of a finished request from it.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
@@ -48,6 +51,12 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 		return Result{}, err
 	}
 	start := s.startEvent()
+	if s.lookupFirst {
+		if res, ok, err := s.answerFinished(ctx, db, key, reqHash); ok {
+			s.endEvent(ctx, start, key, res, err, 0, 0)
+			return res, err
+		}
+	}
 	var (
 		res      Result
 		err      error
@@ -75,6 +84,20 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	}
 	s.endEvent(ctx, start, key, res, err, wait, attempts)
 	return res, err
+}
+
+// answerFinished answers a request from the committed record of its key,
+// read outside any transaction, when that record is live and finished; ok is
+// false when a transaction has to decide. A failed read is not an answer
+// either: the transaction meets the same trouble and reports it.
+func (s *Store) answerFinished(ctx context.Context, db *sql.DB, key string, reqHash []byte) (res Result, ok bool, err error) {
+	k := []byte(key)
+	rec, err := s.find(ctx, db, k)
+	if err != nil || rec == nil || !rec.finished || !rec.live(s.clock().UnixMicro()) {
+		return Result{}, false, nil
+	}
+	res, err = s.decide(k, reqHash, rec)
+	return res, true, err
 }
 
 // attemptTx is one attempt of DoTx. It also returns how long the claim took.

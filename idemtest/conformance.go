@@ -28,7 +28,7 @@ import (
 // answering InFlight with the transaction still usable, lost races under
 // REPEATABLE READ and SERIALIZABLE, expiry with one winner, purge, keys
 // compared byte for byte, bad input, large responses, damaged records,
-// refusals, and a race of 32 goroutines. A database that lets one
+// refusals, DoTx with WithLookupFirst, and a race of 32 goroutines. A database that lets one
 // transaction write at a time, such as SQLite, skips the two properties that
 // need two writers at once, and says so.
 func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) {
@@ -47,6 +47,7 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 		{"LockTimeoutAnswersInFlight", testLockTimeout},
 		{"StricterIsolation", testIsolation},
 		{"ExpiryHasOneWinner", testExpiry},
+		{"LookupFirst", testLookupFirst},
 		{"Purge", testPurge},
 		{"KeysAreBytes", testKeysAreBytes},
 		{"BadInput", testBadInput},

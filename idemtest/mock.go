@@ -32,7 +32,8 @@ import (
 //	mock.ExpectCommit()
 //
 // The other outcomes are one call each: m.ExpectDo(key, hash).WillReplay(resp),
-// WillMismatch(), WillBeInFlight() or WillConflict().
+// WillMismatch(), WillBeInFlight() or WillConflict(). For DoTx on a store
+// made WithLookupFirst, ExpectLookupFirst comes first, before the BEGIN.
 type Mock struct {
 	mock    sqlmock.Sqlmock
 	store   *idem.Store
@@ -127,6 +128,38 @@ func (m *Mock) ExpectAbandon(key string) {
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
+// ExpectLookupFirst expects the read with which DoTx begins on a store made
+// WithLookupFirst, before its transaction. By default the read finds
+// nothing and DoTx goes on: expect the BEGIN and ExpectDo next. WillReplay
+// and WillMismatch make it find a finished request instead, which answers
+// DoTx with no transaction after it.
+func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
+	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
+	e.lookup = m.mock.ExpectQuery(m.sql("lookup")).
+		WithArgs(m.args("lookup", map[string]driver.Value{"key": e.key})...).
+		WillReturnRows(sqlmock.NewRows(recordColumns))
+	return e
+}
+
+// ExpectedLookup is the expectation of the read that ExpectLookupFirst made.
+type ExpectedLookup struct {
+	key, hash []byte
+	lookup    *sqlmock.ExpectedQuery
+}
+
+// WillReplay makes the read find a finished request with the same hash and
+// the stored response resp: DoTx answers Replay with resp.
+func (e *ExpectedLookup) WillReplay(resp idem.Response) {
+	e.lookup.WillReturnRows(sqlmock.NewRows(recordColumns).AddRow(liveRecord(e.key, e.hash, &resp)...))
+}
+
+// WillMismatch makes the read find a finished request with another hash:
+// DoTx answers Mismatch.
+func (e *ExpectedLookup) WillMismatch() {
+	other := append([]byte("not "), e.hash...)
+	e.lookup.WillReturnRows(sqlmock.NewRows(recordColumns).AddRow(liveRecord(e.key, other, &idem.Response{Status: 200})...))
+}
+
 // ExpectedDo is the expectation of one claim, which ExpectDo made.
 type ExpectedDo struct {
 	m         *Mock
@@ -171,11 +204,9 @@ func (e *ExpectedDo) WillReturnError(err error) {
 	e.claim.WillReturnError(err)
 }
 
-// found makes the claim lose to a live record with hash and, unless resp is
-// nil, a stored response. SQLite's claim returns nothing when it loses, so
-// Do looks the record up in a second statement; the other dialects' claims
-// return the record.
-func (e *ExpectedDo) found(hash []byte, resp *idem.Response) {
+// liveRecord returns the columns of a live record of key with hash and,
+// unless resp is nil, a stored response, as the lookup statement reads them.
+func liveRecord(key, hash []byte, resp *idem.Response) []driver.Value {
 	now := time.Now()
 	rec := []driver.Value{hash, nil, nil, nil, nil, now.Add(-time.Second).UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro()}
 	if resp != nil {
@@ -184,9 +215,18 @@ func (e *ExpectedDo) found(hash []byte, resp *idem.Response) {
 		if body == nil {
 			body = []byte{}
 		}
-		sum := codec.Checksum(e.key, hash, int64(resp.Status), header, body)
+		sum := codec.Checksum(key, hash, int64(resp.Status), header, body)
 		rec[1], rec[2], rec[3], rec[4] = int64(resp.Status), header, body, sum[:]
 	}
+	return rec
+}
+
+// found makes the claim lose to a live record with hash and, unless resp is
+// nil, a stored response. SQLite's claim returns nothing when it loses, so
+// Do looks the record up in a second statement; the other dialects' claims
+// return the record.
+func (e *ExpectedDo) found(hash []byte, resp *idem.Response) {
+	rec := liveRecord(e.key, hash, resp)
 	if e.m.store.Dialect().Name() == "sqlite" {
 		e.claim.WillReturnRows(sqlmock.NewRows(claimColumns))
 		e.expectLookup(rec)

@@ -210,6 +210,53 @@ func testIsolation(t *testing.T, s *suite) {
 	}
 }
 
+// testLookupFirst checks DoTx on a store made WithLookupFirst: a retry of a
+// finished request is answered from the read, without waiting for a writer
+// that holds another key, and a new, held or expired key is decided in the
+// transaction as without the option.
+func testLookupFirst(t *testing.T, s *suite) {
+	c := newClock()
+	e := s.env(t, idem.WithLookupFirst(), idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(300*time.Millisecond))
+	ctx := context.Background()
+	serial := e.writersSerialize(t)
+	res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
+	wantOutcome(t, res, err, idem.Claimed)
+
+	holder := e.hold(t, "other")
+	start := time.Now()
+	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashA, mustNotRun(t))
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, created)
+	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashB, mustNotRun(t))
+	wantOutcome(t, res, err, idem.Mismatch)
+	// Where writers take turns, a transaction would wait for the holder
+	// until the busy timeout.
+	within(t, "the answers beside a writer", time.Since(start), 0, 2*time.Second)
+
+	if !serial {
+		start = time.Now()
+		res, err = e.store.DoTx(ctx, e.db, nil, "other", hashA, mustNotRun(t))
+		wantOutcome(t, res, err, idem.InFlight)
+		within(t, "InFlight", time.Since(start), 300*time.Millisecond, 300*time.Millisecond+2*time.Second)
+	}
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.store.DoTx(ctx, e.db, nil, "other", hashA, mustNotRun(t))
+	wantOutcome(t, res, err, idem.Replay)
+
+	// After the window the read finds nothing live, and the transaction
+	// takes the key over.
+	c.Advance(time.Hour)
+	second := idem.Response{Status: 200, Body: []byte("second")}
+	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashB, e.effect("k", second))
+	wantOutcome(t, res, err, idem.Claimed)
+	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashB, mustNotRun(t))
+	wantOutcome(t, res, err, idem.Replay)
+	sameResponse(t, res.Response, second)
+	e.wantEffects(t, "k", 2)
+}
+
 func testExpiry(t *testing.T, s *suite) {
 	c := newClock()
 	e := s.env(t, idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(5*time.Second))
@@ -414,15 +461,20 @@ func testRefusable(t *testing.T, s *suite) {
 	e.wantEffects(t, "k2", 1)
 }
 
-// testTorture races 32 goroutines on the same 48 keys, half through DoTx and
-// half through Do in transactions of their own, each writing its effect in
-// the claim's transaction.
+// testTorture races 32 goroutines on the same 48 keys, a quarter through
+// DoTx, a quarter through DoTx on a store made WithLookupFirst, and half
+// through Do in transactions of their own, each writing its effect in the
+// claim's transaction.
 func testTorture(t *testing.T, s *suite) {
 	const (
 		workers = 32
 		keys    = 48
 	)
 	e := s.env(t, idem.WithLockTimeout(200*time.Millisecond))
+	lookupFirst, err := idem.New(s.d, idem.WithTable(e.table), idem.WithLockTimeout(200*time.Millisecond), idem.WithLookupFirst())
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.db.SetMaxOpenConns(workers + 4)
 	ctx := context.Background()
 	var (
@@ -435,8 +487,11 @@ func testTorture(t *testing.T, s *suite) {
 			time.Sleep(rand.N(2 * time.Millisecond)) // hold the key while others arrive
 			return e.effect(key, created)(ctx, tx)
 		}
-		if w%2 == 0 {
+		switch w % 4 {
+		case 0:
 			return e.store.DoTx(ctx, e.db, nil, key, hashA, fn)
+		case 2:
+			return lookupFirst.DoTx(ctx, e.db, nil, key, hashA, fn)
 		}
 		tx, err := e.db.BeginTx(ctx, nil)
 		if err != nil {

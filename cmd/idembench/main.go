@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -42,7 +43,7 @@ import (
 	"github.com/idemgo/idem/internal/codec"
 )
 
-var allScenarios = []string{"claimed", "hand", "bare", "effect5", "replay", "settings", "bigtable", "purge"}
+var allScenarios = []string{"claimed", "hand", "bare", "effect5", "replay", "lookupfirst", "settings", "bigtable", "purge"}
 
 type config struct {
 	duration  time.Duration
@@ -221,13 +222,15 @@ func lookupDatabase(name, dir string) (database, []database, bool) {
 // bench is one database opened with a store and an orders table of their
 // own, dropped by close.
 type bench struct {
-	d       database
-	db      *sql.DB
-	store   *idem.Store
-	table   string
-	orders  string
-	insert  string
-	queries map[string]idem.Query
+	d     database
+	db    *sql.DB
+	store *idem.Store
+	// lookupFirst is a store on the same table made WithLookupFirst.
+	lookupFirst *idem.Store
+	table       string
+	orders      string
+	insert      string
+	queries     map[string]idem.Query
 }
 
 func open(ctx context.Context, d database, clients int, wrap func(driver.Driver, string) driver.Connector) (*bench, error) {
@@ -249,6 +252,11 @@ func open(ctx context.Context, d database, clients int, wrap func(driver.Driver,
 	id := hex.EncodeToString(suffix[:4])
 	b := &bench{d: d, db: db, table: "idembench_" + id, orders: "orders_" + id}
 	b.store, err = idem.New(d.dialect, idem.WithTable(b.table))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	b.lookupFirst, err = idem.New(d.dialect, idem.WithTable(b.table), idem.WithLookupFirst())
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -359,6 +367,31 @@ func (b *bench) replay(ctx context.Context, key string) error {
 	return nil
 }
 
+// claimedLookupFirst runs one request through DoTx on the store made
+// WithLookupFirst: the lookup, then BEGIN, claim, the effect, completion,
+// COMMIT.
+func (b *bench) claimedLookupFirst(ctx context.Context, key string) error {
+	res, err := b.lookupFirst.DoTx(ctx, b.db, nil, key, reqHash[:], func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		return response, b.effect(ctx, tx, []byte(key), 1)
+	})
+	if err == nil && res.Outcome != idem.Claimed {
+		err = fmt.Errorf("outcome %v, want claimed", res.Outcome)
+	}
+	return err
+}
+
+// replayLookupFirst asks again for a key that finished through DoTx on the
+// store made WithLookupFirst: the lookup alone.
+func (b *bench) replayLookupFirst(ctx context.Context, key string) error {
+	res, err := b.lookupFirst.DoTx(ctx, b.db, nil, key, reqHash[:], func(context.Context, *sql.Tx) (idem.Response, error) {
+		return idem.Response{}, errors.New("the work ran on a replay")
+	})
+	if err == nil && res.Outcome != idem.Replay {
+		err = fmt.Errorf("outcome %v, want replay", res.Outcome)
+	}
+	return err
+}
+
 // bare is the effect without idem: BEGIN, the effect, COMMIT.
 func (b *bench) bare(ctx context.Context, key string, n int) error {
 	tx, err := b.db.BeginTx(ctx, nil)
@@ -376,8 +409,18 @@ func (b *bench) bare(ctx context.Context, key string, n int) error {
 // Store.Queries, by hand: BEGIN, claim, the effect, completion, COMMIT. It
 // binds the arguments directly and stores the same record, so that the
 // difference to claimed is what Do itself costs.
-func (b *bench) hand(ctx context.Context, key string, n int, token int64) error {
+//
+// With lookupFirst it reads the key first, as a store made WithLookupFirst
+// does, and expects no record.
+func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookupFirst bool) error {
 	k := []byte(key)
+	if lookupFirst {
+		var hash []byte
+		err := b.db.QueryRowContext(ctx, b.queries["lookup"].SQL, k).Scan(&hash)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("lookup: %v, want no row", err)
+		}
+	}
 	now := time.Now().UnixMicro()
 	arg := func(name string) any {
 		switch name {
@@ -559,7 +602,7 @@ func measurePaths(ctx context.Context, c config, d database) error {
 		}
 		if c.scenarios["hand"] {
 			runs = append(runs, run{"hand" + suffix, keyed(func(b *bench, ctx context.Context, key string, tok int64) error {
-				return b.hand(ctx, key, n, tok)
+				return b.hand(ctx, key, n, tok, false)
 			})})
 		}
 		if c.scenarios["claimed"] {
@@ -568,6 +611,22 @@ func measurePaths(ctx context.Context, c config, d database) error {
 			})})
 		}
 	}
+	if c.scenarios["lookupfirst"] {
+		runs = append(runs, run{"hand lookup-first", keyed(func(b *bench, ctx context.Context, key string, tok int64) error {
+			return b.hand(ctx, key, 1, tok, true)
+		})})
+		runs = append(runs, run{"claimed lookup-first", keyed(func(b *bench, ctx context.Context, key string, _ int64) error {
+			return b.claimedLookupFirst(ctx, key)
+		})})
+	}
+	replays := map[string]func(*bench, context.Context, string) error{}
+	if c.scenarios["replay"] {
+		replays["replay"] = (*bench).replay
+	}
+	if c.scenarios["lookupfirst"] {
+		replays["replay lookup-first"] = (*bench).replayLookupFirst
+	}
+	replayNames := slices.Sorted(maps.Keys(replays))
 	rates := map[string][]float64{}
 	last := map[string]result{}
 	for range c.rounds {
@@ -586,22 +645,20 @@ func measurePaths(ctx context.Context, c config, d database) error {
 			rates[r.name] = append(rates[r.name], res.rate())
 			last[r.name] = res
 		}
-		if c.scenarios["replay"] {
-			res, err := measureReplay(ctx, c, d)
+		for _, name := range replayNames {
+			res, err := measureReplay(ctx, c, d, replays[name])
 			if err != nil {
-				return fmt.Errorf("replay: %w", err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
-			rates["replay"] = append(rates["replay"], res.rate())
-			last["replay"] = res
+			rates[name] = append(rates[name], res.rate())
+			last[name] = res
 		}
 	}
 	var names []string
 	for _, r := range runs {
 		names = append(names, r.name)
 	}
-	if c.scenarios["replay"] {
-		names = append(names, "replay")
-	}
+	names = append(names, replayNames...)
 	if len(names) == 0 {
 		return nil
 	}
@@ -624,11 +681,16 @@ func measurePaths(ctx context.Context, c config, d database) error {
 	ratio("claimed x5 / hand-written x5", "claimed x5", "hand x5")
 	ratio("claimed x5 / bare x5", "claimed x5", "bare x5")
 	ratio("replay / claimed", "replay", "claimed")
+	ratio("claimed l-f / hand-written l-f", "claimed lookup-first", "hand lookup-first")
+	ratio("claimed lookup-first / claimed", "claimed lookup-first", "claimed")
+	ratio("replay lookup-first / replay", "replay lookup-first", "replay")
+	ratio("replay lookup-first / claimed l-f", "replay lookup-first", "claimed lookup-first")
 	return nil
 }
 
-// measureReplay claims replayKeys keys, then replays them at random.
-func measureReplay(ctx context.Context, c config, d database) (result, error) {
+// measureReplay claims replayKeys keys, then replays them at random with
+// replay.
+func measureReplay(ctx context.Context, c config, d database, replay func(*bench, context.Context, string) error) (result, error) {
 	const replayKeys = 10000
 	b, err := open(ctx, d, c.clients, nil)
 	if err != nil {
@@ -665,7 +727,7 @@ func measureReplay(ctx context.Context, c config, d database) (result, error) {
 		return result{}, err
 	}
 	return measure(ctx, c.clients, c.duration, func(ctx context.Context, r *rand.Rand, _ *time.Duration) error {
-		return b.replay(ctx, keys[r.IntN(replayKeys)])
+		return replay(b, ctx, keys[r.IntN(replayKeys)])
 	})
 }
 
@@ -687,7 +749,7 @@ func measureSettings(ctx context.Context, c config, variants []database) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		rp, err := measureReplay(ctx, c, v)
+		rp, err := measureReplay(ctx, c, v, (*bench).replay)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
