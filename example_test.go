@@ -116,6 +116,32 @@ func ExampleStore_DoTx() {
 	// replay ordered
 }
 
+// A Store made WithLookupFirst answers the retry of a finished request from
+// one read, before DoTx begins a transaction.
+func ExampleWithLookupFirst() {
+	db, _, cleanup := openExampleDB()
+	defer cleanup()
+	ctx := context.Background()
+	store, err := idem.New(idem.SQLite(), idem.WithLookupFirst(), idem.WithObserver(func(_ context.Context, e idem.Event) {
+		fmt.Println(e.Outcome, "after", e.Attempts, "transaction(s)")
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	addBook := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		_, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES ('book')`)
+		return idem.Response{Status: 201}, err
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := store.DoTx(ctx, db, nil, "order-1", idem.Fingerprint([]byte("book")), addBook); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// claimed after 1 transaction(s)
+	// replay after 0 transaction(s)
+}
+
 func ExampleRefusable() {
 	db, store, cleanup := openExampleDB()
 	defer cleanup()

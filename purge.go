@@ -12,6 +12,10 @@ import (
 // an error or a cancelled context. Run it from time to time; records that
 // expired but are not yet purged no longer count, and a new claim of their
 // key replaces them.
+//
+// On SQLite each batch holds the database's one write lock, and every
+// request waits for it: there, purge a few hundred records at a time while
+// requests are being served. docs/operations.md suggests a schedule.
 func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err

@@ -96,6 +96,7 @@ type env struct {
 	tg      target
 	db      *sql.DB
 	store   *idem.Store
+	table   string // the store's
 	effects string // the effect table: one row per effect, with its note
 
 	// What the orders handler answers, and how often it ran.
@@ -112,7 +113,7 @@ func setup(t *testing.T, tg target, opts ...idem.Option) *env {
 	db := tg.open(t)
 	suffix := randomName()
 	table := "idemhttp_" + suffix
-	e := &env{tg: tg, db: db, effects: "effects_" + suffix}
+	e := &env{tg: tg, db: db, table: table, effects: "effects_" + suffix}
 	e.status.Store(http.StatusCreated)
 	store, err := idem.New(tg.dialect, append([]idem.Option{idem.WithTable(table)}, opts...)...)
 	if err != nil {

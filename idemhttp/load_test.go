@@ -41,7 +41,8 @@ const (
 // key and body, after a transport error, a 409 or a 5xx, until it gets a
 // final answer. Then every key must have exactly one effect, every answer
 // for a key must be the stored response byte for byte, and every request
-// must have ended with its 2xx. -short sends 2,000 requests instead of
+// must have ended with its 2xx. Half the requests go through a store made
+// WithLookupFirst on the same table. -short sends 2,000 requests instead of
 // 20,000, and IDEM_LOAD_REQUESTS any number.
 func TestLoadWithDuplicates(t *testing.T) {
 	n := loadRequests
@@ -146,8 +147,25 @@ func runLoad(t *testing.T, tg target, n int) {
 		st   loadStats
 		h    hook
 		plan = loadPlan(n, loadRetryPercent, "load")
-		mw   = e.protect(t, h.option())
 	)
+	// Half the requests, at random, go through a store made
+	// WithLookupFirst on the same table, so that its reads race the other
+	// store's claims.
+	lookupFirst, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLookupFirst())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, first := e.protect(t, h.option()), idemhttp.New(lookupFirst, e.db, h.option())
+	mw := func(next http.Handler) http.Handler {
+		a, b := plain(next), first(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if rand.N(2) == 0 {
+				a.ServeHTTP(w, r)
+			} else {
+				b.ServeHTTP(w, r)
+			}
+		})
+	}
 	handler := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
