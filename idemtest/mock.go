@@ -135,9 +135,7 @@ func (m *Mock) ExpectAbandon(key string) {
 // DoTx with no transaction after it.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
-	e.lookup = m.mock.ExpectQuery(m.sql("lookup")).
-		WithArgs(m.args("lookup", map[string]driver.Value{"key": e.key})...).
-		WillReturnRows(sqlmock.NewRows(recordColumns))
+	e.lookup = m.expectLookup(e.key, nil)
 	return e
 }
 
@@ -237,12 +235,18 @@ func (e *ExpectedDo) found(hash []byte, resp *idem.Response) {
 
 // expectLookup expects Do's lookup of the key, returning rec, or no row.
 func (e *ExpectedDo) expectLookup(rec []driver.Value) {
+	e.m.expectLookup(e.key, rec)
+}
+
+// expectLookup expects the lookup statement for key, returning rec, or no
+// row.
+func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQuery {
 	rows := sqlmock.NewRows(recordColumns)
 	if rec != nil {
 		rows.AddRow(rec...)
 	}
-	e.m.mock.ExpectQuery(e.m.sql("lookup")).
-		WithArgs(e.m.args("lookup", map[string]driver.Value{"key": e.key})...).
+	return m.mock.ExpectQuery(m.sql("lookup")).
+		WithArgs(m.args("lookup", map[string]driver.Value{"key": key})...).
 		WillReturnRows(rows)
 }
 
