@@ -914,6 +914,10 @@ func measurePurge(ctx context.Context, c config, d database) error {
 		cerr               error
 		done               = make(chan struct{})
 	)
+	waitsBefore, err := rowLockWaits(ctx, b)
+	if err != nil {
+		return err
+	}
 	go func() {
 		busyClaim, busyReq, cerr = claims(stop)
 		close(done)
@@ -929,6 +933,10 @@ func measurePurge(ctx context.Context, c config, d database) error {
 	if cerr != nil {
 		return cerr
 	}
+	waitsAfter, err := rowLockWaits(ctx, b)
+	if err != nil {
+		return err
+	}
 	bt := batches.sorted()
 	fmt.Printf("\npurge (%d expired keys loaded in %s, batch %d, %d paced claimers):\n", c.purgeRows, load.Round(time.Second), c.batch, claimers)
 	fmt.Printf("  purged %d in %s: %.0f rows/s, %d batches, batch p50 %s, longest %s\n",
@@ -940,7 +948,27 @@ func measurePurge(ctx context.Context, c config, d database) error {
 	show("claim, during purge:", busyClaim)
 	show("request, without purge:", quietReq)
 	show("request, during purge:", busyReq)
+	if waitsAfter != nil {
+		fmt.Printf("  row lock waits during the purge: %d, %d ms in all (Innodb_row_lock_waits, Innodb_row_lock_time)\n",
+			waitsAfter[0]-waitsBefore[0], waitsAfter[1]-waitsBefore[1])
+	}
 	return nil
+}
+
+// rowLockWaits returns MariaDB's counts of row lock waits and of the
+// milliseconds spent in them, for the whole server; nil elsewhere.
+func rowLockWaits(ctx context.Context, b *bench) ([]int64, error) {
+	if b.d.dialect.Name() != "mysql" {
+		return nil, nil
+	}
+	counts := make([]int64, 2)
+	for i, name := range []string{"Innodb_row_lock_waits", "Innodb_row_lock_time"} {
+		var n string
+		if err := b.db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE '"+name+"'").Scan(&n, &counts[i]); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return counts, nil
 }
 
 // batchTimes collects how long each purge statement took.
