@@ -24,6 +24,8 @@
 //
 // [Store.DoTx] does the same in a transaction of its own, retries conflicts
 // that the database asks to retry, and settles a commit whose reply was lost.
+// With [WithLookupFirst] it answers the retry of a finished request from one
+// read, before any transaction, for traffic where retries are common.
 //
 // # The retention window
 //
