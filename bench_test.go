@@ -248,20 +248,9 @@ func BenchmarkDoNoopDriver(b *testing.B) {
 // PostgreSQL dialect through database/sql by hand, on the no-op driver:
 // what database/sql alone costs for the statements Do sends.
 func BenchmarkHandWrittenNoopDriver(b *testing.B) {
-	store, err := idem.New(idem.Postgres())
-	if err != nil {
-		b.Fatal(err)
-	}
-	qs := store.Queries()
+	qs, tx := noopClaimTx(b)
 	claim, complete := qs["claim"].SQL, qs["complete"].SQL
-	db := sql.OpenDB(newNoopConnector(store, false, "k", hashA, created))
-	defer db.Close()
 	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Rollback()
 	key := []byte("5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01")
 	header, body, sum := []byte{}, []byte("{}"), make([]byte, 32)
 	b.ReportAllocs()
@@ -296,19 +285,8 @@ func BenchmarkHandWrittenNoopDriver(b *testing.B) {
 // copies nothing. What a Do call allocates beyond this is for its own
 // per-call values.
 func BenchmarkDatabaseSQLFloorNoopDriver(b *testing.B) {
-	store, err := idem.New(idem.Postgres())
-	if err != nil {
-		b.Fatal(err)
-	}
-	qs := store.Queries()
-	db := sql.OpenDB(newNoopConnector(store, false, "k", hashA, created))
-	defer db.Close()
+	qs, tx := noopClaimTx(b)
 	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tx.Rollback()
 	key := []byte("5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01")
 	claimArgs := []any{int64(42), key, hashA, int64(1), int64(2)}
 	completeArgs := []any{int64(201), []byte{}, []byte("{}"), make([]byte, 32), key}
@@ -337,4 +315,22 @@ func BenchmarkDatabaseSQLFloorNoopDriver(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// noopClaimTx begins a transaction on the no-op driver, which answers every
+// claim of the PostgreSQL dialect as won, and returns it with the dialect's
+// statements, for benchmarks that send them by hand.
+func noopClaimTx(b *testing.B) (map[string]idem.Query, *sql.Tx) {
+	store, err := idem.New(idem.Postgres())
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := sql.OpenDB(newNoopConnector(store, false, "k", hashA, created))
+	b.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = tx.Rollback() })
+	return store.Queries(), tx
 }

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"reflect"
 	"regexp"
 	"testing"
@@ -17,9 +18,7 @@ import (
 // function that takes the names of those sent since its last call.
 func storeStatements(store *idem.Store) (*stmtCounter, func() []string) {
 	c := &stmtCounter{names: map[string]string{}}
-	for name, q := range store.Queries() {
-		c.names[q.SQL] = name
-	}
+	c.nameStatements(store)
 	return c, func() []string {
 		seen, _ := c.take()
 		var names []string
@@ -32,6 +31,29 @@ func storeStatements(store *idem.Store) (*stmtCounter, func() []string) {
 	}
 }
 
+// countedDB opens the database of base and dsn through a driver wrapper that
+// counts store's statements, and returns it with the function that takes
+// their names.
+func countedDB(t *testing.T, base driver.Driver, dsn string, store *idem.Store) (*sql.DB, func() []string) {
+	c, take := storeStatements(store)
+	db := sql.OpenDB(stmtCountingConnector{base: base, dsn: dsn, c: c})
+	t.Cleanup(func() { db.Close() })
+	return db, take
+}
+
+// countedMock returns a sqlmock database counted as countedDB counts, with
+// its Sqlmock and an idemtest.Mock for store.
+func countedMock(t *testing.T, store *idem.Store) (*sql.DB, func() []string, sqlmock.Sqlmock, *idemtest.Mock) {
+	dsn := "idem-" + randomName()
+	mdb, mock, err := sqlmock.NewWithDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mdb.Close() })
+	db, take := countedDB(t, mdb.Driver(), dsn, store)
+	return db, take, mock, idemtest.NewMock(mock, store)
+}
+
 // TestMockMatchesDatabase checks idemtest.Mock against the real databases:
 // for each outcome, Do must run the same statements, in the same order,
 // against the mock as against the database.
@@ -39,9 +61,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithLockTimeout(0))
 		ctx := context.Background()
-		counter, take := storeStatements(e.store)
-		real := sql.OpenDB(stmtCountingConnector{base: e.db.Driver(), dsn: e.dsn, c: counter})
-		defer real.Close()
+		real, take := countedDB(t, e.db.Driver(), e.dsn, e.store)
 
 		// What the database does for each outcome.
 		got := map[idem.Outcome][]string{}
@@ -66,12 +86,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 			return res.Outcome
 		}
 		insert := sprintf(tg.insertEffect, e.effects)
-		fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			if _, err := tx.ExecContext(ctx, insert, []byte("k"), "done"); err != nil {
-				return idem.Response{}, err
-			}
-			return created, nil
-		}
+		fn := e.effect("k", created)
 		for _, o := range []struct {
 			hash []byte
 			want idem.Outcome
@@ -98,16 +113,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 		got[idem.InFlight] = take()
 
 		// What the mock expects for each.
-		mockDSN := "idem-" + randomName()
-		mdb, mock, err := sqlmock.NewWithDSN(mockDSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer mdb.Close()
-		m := idemtest.NewMock(mock, e.store)
-		mcounter, mtake := storeStatements(e.store)
-		mocked := sql.OpenDB(stmtCountingConnector{base: mdb.Driver(), dsn: mockDSN, c: mcounter})
-		defer mocked.Close()
+		mocked, mtake, mock, m := countedMock(t, e.store)
 		for _, o := range []struct {
 			outcome idem.Outcome
 			key     string
@@ -147,35 +153,17 @@ func TestMockMatchesDatabase(t *testing.T) {
 func TestMockMatchesDatabaseLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithLookupFirst())
-		ctx := context.Background()
 		insert := sprintf(tg.insertEffect, e.effects)
-		fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			if _, err := tx.ExecContext(ctx, insert, []byte("k"), "done"); err != nil {
-				return idem.Response{}, err
-			}
-			return created, nil
-		}
 		run := func(db *sql.DB, hash []byte) idem.Outcome {
 			t.Helper()
-			res, err := e.store.DoTx(ctx, db, nil, "k", hash, fn)
+			res, err := e.store.DoTx(context.Background(), db, nil, "k", hash, e.effect("k", created))
 			if err != nil {
 				t.Fatalf("DoTx: %v", err)
 			}
 			return res.Outcome
 		}
-		counter, take := storeStatements(e.store)
-		real := sql.OpenDB(stmtCountingConnector{base: e.db.Driver(), dsn: e.dsn, c: counter})
-		defer real.Close()
-		mockDSN := "idem-" + randomName()
-		mdb, mock, err := sqlmock.NewWithDSN(mockDSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer mdb.Close()
-		m := idemtest.NewMock(mock, e.store)
-		mcounter, mtake := storeStatements(e.store)
-		mocked := sql.OpenDB(stmtCountingConnector{base: mdb.Driver(), dsn: mockDSN, c: mcounter})
-		defer mocked.Close()
+		real, take := countedDB(t, e.db.Driver(), e.dsn, e.store)
+		mocked, mtake, mock, m := countedMock(t, e.store)
 		for _, o := range []struct {
 			hash   []byte
 			want   idem.Outcome

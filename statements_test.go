@@ -32,6 +32,30 @@ func (c *stmtCounter) name(query string) string {
 	return "other"
 }
 
+// nameStatements names store's statements by their SQL text.
+func (c *stmtCounter) nameStatements(store *idem.Store) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, q := range store.Queries() {
+		c.names[q.SQL] = name
+	}
+}
+
+// countStatements sets up tg with every connection counted by the returned
+// counter, which names the store's statements and the effect's insert.
+func countStatements(t *testing.T, tg target) (*env, *stmtCounter) {
+	c := &stmtCounter{names: map[string]string{}}
+	tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
+		return stmtCountingConnector{base: base, dsn: dsn, c: c}
+	}
+	e := setup(t, tg)
+	c.nameStatements(e.store)
+	c.mu.Lock()
+	c.names[sprintf(tg.insertEffect, e.effects)] = "effect"
+	c.mu.Unlock()
+	return e, c
+}
+
 func (c *stmtCounter) note(query string) {
 	n := c.name(query)
 	c.mu.Lock()
@@ -179,11 +203,7 @@ func TestStatementsPerCall(t *testing.T) {
 		},
 	}
 	forEach(t, func(t *testing.T, tg target) {
-		c := &stmtCounter{names: map[string]string{}}
-		tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
-			return stmtCountingConnector{base: base, dsn: dsn, c: c}
-		}
-		e := setup(t, tg)
+		e, c := countStatements(t, tg)
 		// A second store on the same table, a retention window later, for
 		// which every record the first one wrote has expired.
 		later, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithClock(func() time.Time {
@@ -192,12 +212,6 @@ func TestStatementsPerCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.mu.Lock()
-		for name, q := range e.store.Queries() {
-			c.names[q.SQL] = name
-		}
-		c.names[sprintf(tg.insertEffect, e.effects)] = "effect"
-		c.mu.Unlock()
 
 		ctx := context.Background()
 		for _, step := range []struct {
@@ -252,21 +266,13 @@ func TestStatementsPerCall(t *testing.T) {
 // lookup alone, and a new key pays the lookup on top.
 func TestStatementsPerCallLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		c := &stmtCounter{names: map[string]string{}}
-		tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
-			return stmtCountingConnector{base: base, dsn: dsn, c: c}
-		}
-		e := setup(t, tg)
+		e, c := countStatements(t, tg)
+		// The option changes no statement, so the counter names this
+		// store's too.
 		store, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLookupFirst())
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.mu.Lock()
-		for name, q := range store.Queries() {
-			c.names[q.SQL] = name
-		}
-		c.names[sprintf(tg.insertEffect, e.effects)] = "effect"
-		c.mu.Unlock()
 		for _, step := range []struct {
 			name string
 			hash []byte

@@ -184,7 +184,7 @@ func (e *ExpectedDo) WillBeInFlight() {
 	if e.m.store.Dialect().Name() == "mysql" {
 		// MariaDB's claim waits for the holder, times out, and looks.
 		e.claim.WillReturnError(&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded; try restarting transaction"})
-		e.expectLookup(nil)
+		e.m.expectLookup(e.key, nil)
 		return
 	}
 	e.found(e.hash, nil)
@@ -227,19 +227,15 @@ func (e *ExpectedDo) found(hash []byte, resp *idem.Response) {
 	rec := liveRecord(e.key, hash, resp)
 	if e.m.store.Dialect().Name() == "sqlite" {
 		e.claim.WillReturnRows(sqlmock.NewRows(claimColumns))
-		e.expectLookup(rec)
+		e.m.expectLookup(e.key, rec)
 		return
 	}
 	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).AddRow(append([]driver.Value{false, false}, rec...)...))
 }
 
-// expectLookup expects Do's lookup of the key, returning rec, or no row.
-func (e *ExpectedDo) expectLookup(rec []driver.Value) {
-	e.m.expectLookup(e.key, rec)
-}
-
-// expectLookup expects the lookup statement for key, returning rec, or no
-// row.
+// expectLookup expects the lookup statement for key, as Do sends it after a
+// claim that did not return the record and DoTx before its transaction,
+// returning rec, or no row.
 func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQuery {
 	rows := sqlmock.NewRows(recordColumns)
 	if rec != nil {

@@ -367,27 +367,18 @@ func (b *bench) replay(ctx context.Context, key string) error {
 	return nil
 }
 
-// claimedLookupFirst runs one request through DoTx on the store made
-// WithLookupFirst: the lookup, then BEGIN, claim, the effect, completion,
-// COMMIT.
-func (b *bench) claimedLookupFirst(ctx context.Context, key string) error {
+// lookupFirstDoTx runs one request through DoTx on the store made
+// WithLookupFirst and expects want: for Claimed, the lookup, then BEGIN,
+// claim, the effect, completion, COMMIT; for Replay, the lookup alone.
+func (b *bench) lookupFirstDoTx(ctx context.Context, key string, want idem.Outcome) error {
 	res, err := b.lookupFirst.DoTx(ctx, b.db, nil, key, reqHash[:], func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if want != idem.Claimed {
+			return idem.Response{}, errors.New("the work ran on a replay")
+		}
 		return response, b.effect(ctx, tx, []byte(key), 1)
 	})
-	if err == nil && res.Outcome != idem.Claimed {
-		err = fmt.Errorf("outcome %v, want claimed", res.Outcome)
-	}
-	return err
-}
-
-// replayLookupFirst asks again for a key that finished through DoTx on the
-// store made WithLookupFirst: the lookup alone.
-func (b *bench) replayLookupFirst(ctx context.Context, key string) error {
-	res, err := b.lookupFirst.DoTx(ctx, b.db, nil, key, reqHash[:], func(context.Context, *sql.Tx) (idem.Response, error) {
-		return idem.Response{}, errors.New("the work ran on a replay")
-	})
-	if err == nil && res.Outcome != idem.Replay {
-		err = fmt.Errorf("outcome %v, want replay", res.Outcome)
+	if err == nil && res.Outcome != want {
+		err = fmt.Errorf("outcome %v, want %v", res.Outcome, want)
 	}
 	return err
 }
@@ -616,7 +607,7 @@ func measurePaths(ctx context.Context, c config, d database) error {
 			return b.hand(ctx, key, 1, tok, true)
 		})})
 		runs = append(runs, run{"claimed lookup-first", keyed(func(b *bench, ctx context.Context, key string, _ int64) error {
-			return b.claimedLookupFirst(ctx, key)
+			return b.lookupFirstDoTx(ctx, key, idem.Claimed)
 		})})
 	}
 	replays := map[string]func(*bench, context.Context, string) error{}
@@ -624,7 +615,9 @@ func measurePaths(ctx context.Context, c config, d database) error {
 		replays["replay"] = (*bench).replay
 	}
 	if c.scenarios["lookupfirst"] {
-		replays["replay lookup-first"] = (*bench).replayLookupFirst
+		replays["replay lookup-first"] = func(b *bench, ctx context.Context, key string) error {
+			return b.lookupFirstDoTx(ctx, key, idem.Replay)
+		}
 	}
 	replayNames := slices.Sorted(maps.Keys(replays))
 	rates := map[string][]float64{}
