@@ -24,11 +24,9 @@ const (
 // claimKey runs the claim until it settles: Claimed (claimed is true), or
 // another outcome from the record it found.
 func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
-	if s.claim.uses(paramToken) {
-		v.token = int64(s.tokens.Add(1))
-	}
+	v.token = s.newToken()
 	if s.claim.uses(paramLockID) {
-		v.lockID = lockID(s.table, v.key)
+		v.lockID = lockID(v.key)
 	}
 	var (
 		deadline time.Time
@@ -39,8 +37,11 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 		switch {
 		case err != nil && s.d.Classify(err) == ErrorLockTimeout:
 			// The claim waited in vain. A finished record may be
-			// visible all the same, behind a replay that holds its lock.
-			if rec, err = s.findLive(ctx, tx, v); err == nil && rec == nil {
+			// visible all the same, behind a replay that holds its lock;
+			// a lookup that cannot read it without waiting again is
+			// InFlight too.
+			rec, err = s.findLive(ctx, tx, v)
+			if (err == nil && rec == nil) || (err != nil && s.d.Classify(err) == ErrorLockTimeout) {
 				return Result{Outcome: InFlight}, false, nil
 			}
 		case err == nil && rec == nil && !busy:
@@ -48,6 +49,9 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 			// winner it could not see or an expired record it does
 			// not take over: look in a statement of its own.
 			rec, err = s.find(ctx, tx, v.key)
+			if err != nil && s.d.Classify(err) == ErrorLockTimeout {
+				return Result{Outcome: InFlight}, false, nil
+			}
 		}
 		switch {
 		case err != nil:
@@ -75,7 +79,7 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 				return Result{}, false, s.wrap("take over expired key", err)
 			}
 			if n, err := r.RowsAffected(); err == nil && n == 1 {
-				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
+				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token}), true, nil
 			}
 			unsettled++
 		default:
@@ -90,14 +94,14 @@ func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *recor
 	// One value holds every destination of Scan, so that they escape to
 	// the heap together.
 	var row struct {
-		rec              record
-		claimed, busy    bool
-		status           sql.NullInt64
-		created, expires sql.NullInt64
+		rec                     record
+		claimed, busy           bool
+		status                  sql.NullInt64
+		created, expires, token sql.NullInt64
 	}
 	r := &row.rec
 	err = tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...).Scan(
-		&row.claimed, &row.busy, &r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &row.created, &row.expires)
+		&row.claimed, &row.busy, &r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &row.created, &row.expires, &row.token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, false, nil
 	}
@@ -108,26 +112,26 @@ func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *recor
 		return nil, false, row.busy, nil
 	}
 	r.finished, r.status = row.status.Valid, row.status.Int64
-	r.createdAt, r.expiresAt = row.created.Int64, row.expires.Int64
+	r.createdAt, r.expiresAt, r.token = row.created.Int64, row.expires.Int64, row.token.Int64
 	return r, row.claimed, row.busy, nil
 }
 
 // find runs the lookup statement; no record is a nil record.
 func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error) {
 	var row struct {
-		rec    record
-		status sql.NullInt64
+		rec           record
+		status, token sql.NullInt64
 	}
 	r := &row.rec
 	err := q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan(
-		&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt)
+		&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt, &row.token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.finished, r.status = row.status.Valid, row.status.Int64
+	r.finished, r.status, r.token = row.status.Valid, row.status.Int64, row.token.Int64
 	return r, nil
 }
 
@@ -163,15 +167,23 @@ func (s *Store) result(o Outcome, rec *record) Result {
 	return Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), ExpiresAt: time.UnixMicro(rec.expiresAt)}
 }
 
-// lockID derives the 64-bit lock number of a key from the table and key, the
-// same in every process.
-func lockID(table string, key []byte) int64 {
-	h := sha256.New()
-	h.Write([]byte(table))
-	h.Write([]byte{0})
-	h.Write(key)
-	var sum [sha256.Size]byte
-	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])))
+// lockID derives the 64-bit lock number of a key, the same in every process.
+// It leaves the table out: a name can be spelt several ways ("keys",
+// "public.keys"), so a dialect that needs the table in its locks mixes in
+// the database's own identity of it.
+func lockID(key []byte) int64 {
+	sum := sha256.Sum256(key)
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// newToken returns the token of a new claim: unique to it, and never 0,
+// which marks the records written before tokens were stored.
+func (s *Store) newToken() int64 {
+	for {
+		if t := int64(s.tokens.Add(1)); t != 0 {
+			return t
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

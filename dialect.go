@@ -73,21 +73,38 @@ const (
 //	header        the stored response's header, in idem's own encoding
 //	body          the stored response's body
 //	checksum      the checksum of the stored response
+//	token         the claim that wrote the record, a nonzero number; 0 in
+//	              records written before the column existed
 //
-// A dialect may add columns of its own (the MySQL dialect adds a claim token).
+// A dialect may add columns of its own.
 //
 // Parameters are written {name} in the SQL, and New replaces them with the
 // dialect's placeholders. The parameters are {key}, {request_hash},
 // {created_at}, {expires_at}, {status}, {header}, {body}, {checksum}, {now}
 // and {limit}, the column values or the moment and batch size of a purge;
-// {token}, a number unique to each claim; and {lock_id}, a 64-bit number
-// derived from the table and key, the same in every process.
+// {token}, the number of one claim, unique to it; and {lock_id}, a 64-bit
+// number derived from the key, the same in every process (a dialect whose
+// locks are shared by several tables mixes the table in itself, as the
+// Postgres dialect does with the table's OID).
 //
 // Record columns, where a statement returns a record, are, in this order:
-// request_hash, status, header, body, checksum, created_at, expires_at.
+// request_hash, status, header, body, checksum, created_at, expires_at,
+// token.
+//
+// Complete and Abandon are guarded by the claim: they change a record only
+// if its token is the {token} of this call's claim. A transaction can end under a Store's feet: MySQL and
+// MariaDB roll back the whole transaction of a deadlock victim or of a
+// snapshot conflict, SQLite does so for an interrupted statement, and a Func
+// may commit or roll back tx by mistake. The *sql.Tx then goes on in
+// autocommit, and a duplicate request may meanwhile have claimed the key and
+// committed its own record. An unguarded Complete would overwrite that
+// record with a response whose effect was rolled back, and an unguarded
+// Abandon would delete it, so that the next retry runs the effect a second
+// time. The guard makes both statements affect no row instead, which tells
+// the Store that its claim is gone.
 type Statements struct {
 	// Claim is the claim-or-lose statement. It inserts the record {key}
-	// with {request_hash}, {created_at} and {expires_at}, or, where the
+	// with {request_hash}, {created_at}, {expires_at} and {token}, or, where the
 	// dialect can, takes over a record that has expired ({created_at} is
 	// at or past its expires_at). It returns two columns, claimed and
 	// busy, then the record columns, in at most one row:
@@ -102,7 +119,7 @@ type Statements struct {
 	Claim string
 
 	// Takeover replaces an expired record {key} with {request_hash},
-	// {created_at} and {expires_at}, clearing the response, provided it
+	// {created_at}, {expires_at} and {token}, clearing the response, provided it
 	// is still expired at {created_at}. One affected row means the key is
 	// this transaction's. Leave it empty when Claim takes over expired
 	// records itself.
@@ -112,11 +129,13 @@ type Statements struct {
 	Lookup string
 
 	// Complete stores {status}, {header}, {body} and {checksum} in the
-	// record {key} that this transaction claimed, affecting one row.
+	// record {key} whose token is {token}, the record this transaction
+	// claimed, affecting one row; no row when the claim is gone (see
+	// above why).
 	Complete string
 
-	// Abandon deletes the record {key} that this transaction claimed,
-	// when the claim must store nothing.
+	// Abandon deletes the record {key} whose token is {token}, when the
+	// claim must store nothing; no row when the claim is gone.
 	Abandon string
 
 	// Purge deletes at most {limit} records whose expires_at is at or

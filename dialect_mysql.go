@@ -57,7 +57,7 @@ func (mysql) Schema(table string) []string {
 
 func (mysql) Statements(table string, lockTimeout time.Duration) Statements {
 	t, _ := quoteTable(table, '`')
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at`
+	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 	r := strings.NewReplacer("{T}", t, "{record}", record, "{K}", "`key`",
 		"{wait}", strconv.FormatInt(lockWaitSeconds(lockTimeout), 10),
 		"{expired}", "expires_at <= VALUES(created_at)")
@@ -78,9 +78,14 @@ ON DUPLICATE KEY UPDATE
 	created_at   = IF({expired}, VALUES(created_at), created_at),
 	expires_at   = IF({expired}, VALUES(expires_at), expires_at)
 RETURNING token = {token}, 0, {record}`),
-		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {K} = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {K} = {key}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE {K} = {key}`),
+		// A plain SELECT is a locking read in a SERIALIZABLE transaction,
+		// and would wait the session's whole innodb_lock_wait_timeout (50
+		// s by default) behind a transaction that holds the key. Do looks a
+		// key up only after its claim waited, so the lookup does not wait
+		// again: a held record fails at once, and Do answers InFlight.
+		Lookup:   r.Replace(`SET STATEMENT innodb_lock_wait_timeout = 0 FOR SELECT {record} FROM {T} WHERE {K} = {key}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {K} = {key} AND token = {token}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE {K} = {key} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit}`),
 	}
 }

@@ -42,40 +42,52 @@ func (postgres) Schema(table string) []string {
 	status       integer,
 	header       bytea,
 	body         bytea,
-	checksum     bytea
+	checksum     bytea,
+	token        bigint  NOT NULL DEFAULT 0
 )`,
 		`CREATE INDEX IF NOT EXISTS "` + bare + `_expires_at" ON ` + t + ` (expires_at)`,
 	}
 }
 
+// upgrades adds the token column to tables made before it existed.
+func (postgres) upgrades(table string) []upgrade {
+	t, _ := quoteTable(table, '"')
+	return []upgrade{{
+		check: `SELECT count(*) FROM pg_attribute WHERE attrelid = '` + t + `'::regclass AND attname = 'token' AND NOT attisdropped`,
+		apply: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0`,
+	}}
+}
+
 func (postgres) Statements(table string, _ time.Duration) Statements {
 	t, _ := quoteTable(table, '"')
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at`
+	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 	r := strings.NewReplacer("{T}", t, "{record}", record)
 	return Statements{
 		// The advisory CTE is evaluated once. When the lock is taken, no
 		// other claimer holds the key, so the insert cannot wait on one;
-		// when it is not, the statement only reads.
+		// when it is not, the statement only reads. The lock number mixes
+		// the table's OID into the key's, so that every spelling of one
+		// table ("keys", "public.keys") takes the same lock.
 		Claim: r.Replace(`WITH advisory AS MATERIALIZED (
-	SELECT pg_try_advisory_xact_lock({lock_id}::bigint) AS got
+	SELECT pg_try_advisory_xact_lock({lock_id}::bigint # ('{T}'::regclass::oid::bigint << 32)) AS got
 ), claimed AS (
-	INSERT INTO {T} (key, request_hash, created_at, expires_at)
-	SELECT {key}::bytea, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint
+	INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
+	SELECT {key}::bytea, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint
 	FROM advisory WHERE got
 	ON CONFLICT (key) DO NOTHING
 	RETURNING {record}
 )
 SELECT true, false, {record} FROM claimed
 UNION ALL
-SELECT false, NOT advisory.got, r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at
+SELECT false, NOT advisory.got, r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at, r.token
 FROM advisory LEFT JOIN {T} AS r ON r.key = {key}::bytea
 WHERE NOT EXISTS (SELECT FROM claimed) AND (r.key IS NOT NULL OR NOT advisory.got)`),
 		Takeover: r.Replace(`UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	status = NULL, header = NULL, body = NULL, checksum = NULL
+	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
 WHERE key = {key} AND expires_at <= {created_at}`),
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
 		// SKIP LOCKED leaves alone the records that a claim is taking over.
 		Purge: r.Replace(`DELETE FROM {T} WHERE key IN (
 	SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED
@@ -97,10 +109,12 @@ func (postgres) Classify(err error) ErrorKind {
 		return ErrorOther
 	}
 	switch e.SQLState() {
-	case pgSerializationFailure, pgDeadlockDetected:
+	case pgSerializationFailure, pgDeadlockDetected, pgLockNotAvailable:
+		// A lock_timeout that the caller set fires as 55P03, and, like
+		// every error in PostgreSQL, aborts the whole transaction: the
+		// claim never waits on a lock itself, so this was the caller's
+		// own wait, and only a new transaction can go on.
 		return ErrorRetry
-	case pgLockNotAvailable:
-		return ErrorLockTimeout
 	}
 	return ErrorOther
 }

@@ -48,29 +48,43 @@ func (sqlite) Schema(table string) []string {
 	status       INTEGER,
 	header       BLOB,
 	body         BLOB,
-	checksum     BLOB
+	checksum     BLOB,
+	token        INTEGER NOT NULL DEFAULT 0
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + index + ` ON "` + bare + `" (expires_at)`,
 	}
 }
 
+// upgrades adds the token column to tables made before it existed.
+func (sqlite) upgrades(table string) []upgrade {
+	t, bare := quoteTable(table, '"')
+	schema := "main"
+	if s, _, ok := strings.Cut(table, "."); ok {
+		schema = s
+	}
+	return []upgrade{{
+		check: `SELECT count(*) FROM pragma_table_info('` + bare + `', '` + schema + `') WHERE name = 'token'`,
+		apply: `ALTER TABLE ` + t + ` ADD COLUMN token INTEGER NOT NULL DEFAULT 0`,
+	}}
+}
+
 func (sqlite) Statements(table string, _ time.Duration) Statements {
 	t, _ := quoteTable(table, '"')
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at`
+	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 	r := strings.NewReplacer("{T}", t, "{record}", record)
 	return Statements{
 		// The upsert takes over an expired record and leaves a live one
 		// alone, returning a row only when this statement wrote it.
-		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at)
-VALUES ({key}, {request_hash}, {created_at}, {expires_at})
+		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
+VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token})
 ON CONFLICT (key) DO UPDATE SET
 	request_hash = excluded.request_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
-	status = NULL, header = NULL, body = NULL, checksum = NULL
+	token = excluded.token, status = NULL, header = NULL, body = NULL, checksum = NULL
 WHERE expires_at <= excluded.created_at
 RETURNING 1, 0, {record}`),
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE key IN (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
 	}
 }

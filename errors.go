@@ -21,8 +21,9 @@ var (
 	// empty or longer than MaxHashBytes.
 	ErrInvalidHash = errors.New("idem: invalid request hash")
 
-	// ErrNotFound is returned by Lookup when the key has no live record:
-	// it was never committed, it expired, or it was purged.
+	// ErrNotFound is returned by Lookup, Settle and ReleaseWithoutEffect
+	// when the key has no live record: it was never committed, it expired,
+	// or it was purged.
 	ErrNotFound = errors.New("idem: no record for this key")
 
 	// ErrRetry is returned by Do when the database reports a conflict that
@@ -43,6 +44,25 @@ var (
 	// record does not match its checksum or cannot be decoded. The record
 	// is never replayed.
 	ErrCorruptRecord = errors.New("idem: stored record is corrupt")
+
+	// ErrTxEnded is returned by Do and DoTx when the transaction had ended
+	// before Do was done with it, as database/sql knows: fn committed or
+	// rolled back tx, which a Func must never do, or database/sql rolled
+	// it back because the context given to BeginTx was done. If fn
+	// committed, its effect and an unfinished record of the key are
+	// committed, and the key answers InFlight until an operator settles or
+	// releases it (Store.Settle, Store.Release). The error also matches
+	// sql.ErrTxDone.
+	ErrTxEnded = errors.New("idem: transaction ended under Do")
+
+	// ErrKeyHeld is returned by Settle and ReleaseWithoutEffect when a live
+	// transaction holds the key: its request is still running.
+	ErrKeyHeld = errors.New("idem: a live transaction holds the key")
+
+	// ErrKeyFinished is returned by Settle and ReleaseWithoutEffect when the
+	// key's request finished: its stored response is what retries get, and
+	// an operator has nothing to settle.
+	ErrKeyFinished = errors.New("idem: the key's request has finished")
 
 	// ErrCommitUnknown is returned by DoTx when the commit failed in a way
 	// that leaves its outcome open (the connection dropped before the

@@ -91,6 +91,15 @@ type Result struct {
 // and the caller rolls back. An error that wraps ErrRetry, or that the
 // dialect reports as a conflict, makes DoTx run the transaction again. To
 // store a refusal while undoing the writes that led to it, see Refusable.
+//
+// fn must return the error of a statement that failed, not carry on: on
+// MySQL and SQLite a deadlock, a snapshot conflict or an interrupted
+// statement has already rolled the whole transaction back, and tx runs
+// whatever comes next in autocommit, outside the protection of the key.
+// fn must never commit or roll back tx: the caller (or DoTx) does, after Do
+// has stored the response. If fn commits, its effect and an unfinished
+// record are committed and the key answers InFlight until an operator
+// settles it; Do detects it and returns ErrTxEnded.
 type Func func(ctx context.Context, tx *sql.Tx) (Response, error)
 
 // Store claims idempotency keys in the caller's transactions. Make one with
@@ -148,10 +157,10 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		params   []param
 	}{
 		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
-		{&s.takeover, "takeover", st.Takeover, true, record},
+		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken)},
 		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
-		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramStatus, paramHeader, paramBody, paramChecksum}},
-		{&s.abandon, "abandon", st.Abandon, false, []param{paramKey}},
+		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramToken, paramStatus, paramHeader, paramBody, paramChecksum}},
+		{&s.abandon, "abandon", st.Abandon, false, []param{paramKey, paramToken}},
 		{&s.purge, "purge", st.Purge, false, []param{paramNow, paramLimit}},
 	} {
 		if b.sql == "" {
@@ -254,21 +263,33 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 		return Result{}, err
 	}
 	start := s.startEvent()
-	res, wait, err := s.do(ctx, tx, key, reqHash, fn)
+	res, wait, err := s.do(ctx, tx, s.newValues(key, reqHash), fn)
 	s.endEvent(ctx, start, key, res, err, wait, 1)
 	return res, err
 }
 
-// do is Do after its arguments were checked. It also returns how long the
-// claim took.
-func (s *Store) do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, fn Func) (Result, time.Duration, error) {
+// newValues returns the values of one call for key and reqHash, stamped with
+// the Store's clock.
+func (s *Store) newValues(key string, reqHash []byte) *values {
 	now := s.clock().UnixMicro()
-	v := &values{
+	return &values{
 		key:         []byte(key),
 		requestHash: reqHash,
 		createdAt:   now,
 		expiresAt:   addMicros(now, s.retention),
 	}
+}
+
+// do is Do after its arguments were checked. It also returns how long the
+// claim took.
+//
+// Everything it sends after fn is guarded by the claim's token (see
+// Statements), because the transaction may have ended under it: on MySQL
+// and SQLite the server rolls back the whole transaction of a deadlock
+// victim or an interrupted statement, and tx then runs each statement on its
+// own, in autocommit, beside a duplicate request that may have claimed the
+// key in the meantime.
+func (s *Store) do(ctx context.Context, tx *sql.Tx, v *values, fn Func) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	res, claimed, err := s.claimKey(ctx, tx, v)
 	wait := s.since(claimStart)
@@ -289,10 +310,14 @@ func (s *Store) do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	}
 	r, err := tx.ExecContext(ctx, s.complete.query, s.complete.args(v)...)
 	if err != nil {
-		return Result{}, wait, s.wrap("complete", err)
+		return Result{}, wait, s.afterFn("complete", err)
 	}
-	if n, err := r.RowsAffected(); err != nil || n != 1 {
-		return Result{}, wait, fmt.Errorf("idem: complete: the claim of this key was lost (%d rows, %v); roll back", n, err)
+	n, err := r.RowsAffected()
+	if err != nil {
+		return Result{}, wait, fmt.Errorf("idem: complete: %w", err)
+	}
+	if n != 1 {
+		return Result{}, wait, errClaimGone("complete")
 	}
 	res.Response = resp
 	return res, wait, nil
@@ -346,12 +371,50 @@ func (s *Store) prepareResponse(v *values, resp Response) error {
 }
 
 // abandonClaim deletes the record this call claimed, so that a caller who
-// commits anyway stores nothing, and returns cause. The delete can only fail
-// on a transaction that is already broken, which cannot commit, so its
-// error adds nothing to cause.
+// commits anyway stores nothing, and returns cause, with a word on the
+// transaction when the delete shows that it had ended.
+//
+// A cause that matches ErrRetry is a conflict the transaction did not
+// survive: on PostgreSQL it is aborted, on MySQL already rolled back, so
+// nothing more is sent. Otherwise a failed delete means a transaction that is
+// already broken and cannot commit, and adds nothing to cause.
 func (s *Store) abandonClaim(ctx context.Context, tx *sql.Tx, v *values, cause error) error {
-	_, _ = tx.ExecContext(context.WithoutCancel(ctx), s.abandon.query, s.abandon.args(v)...)
+	if errors.Is(cause, ErrRetry) {
+		return cause
+	}
+	r, err := tx.ExecContext(context.WithoutCancel(ctx), s.abandon.query, s.abandon.args(v)...)
+	if errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("%w; and %w", cause, txEnded("abandon"))
+	}
+	if err == nil {
+		if n, err := r.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("%w; and the transaction had already ended: its claim of the key was gone", cause)
+		}
+	}
 	return cause
+}
+
+// afterFn is the error of a statement that Do sends after fn on tx.
+func (s *Store) afterFn(op string, err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return txEnded(op)
+	}
+	return s.wrap(op, err)
+}
+
+// txEnded is the error of a statement sent on a transaction that
+// database/sql knows has ended.
+func txEnded(op string) error {
+	return fmt.Errorf("idem: %s: %w (%w): fn committed or rolled back tx, or the context given to BeginTx was done", op, ErrTxEnded, sql.ErrTxDone)
+}
+
+// errClaimGone is the error of a guarded statement that affected no row:
+// the transaction ended under Do (the server rolled it back and tx went on in
+// autocommit), so its claim and fn's effect are gone, and the key may
+// already belong to a duplicate request. Running the transaction again
+// finds that request's record, or claims the key anew.
+func errClaimGone(op string) error {
+	return fmt.Errorf("idem: %s: %w: the transaction ended before Do was done with it, and its claim of the key is gone; nothing was stored", op, ErrRetry)
 }
 
 // wrap marks err as ErrRetry when the dialect reports it as a conflict. op

@@ -93,8 +93,21 @@ func TestBadInputIsAnError(t *testing.T) {
 	if _, err := e.store.Lookup(ctx, e.db, ""); !errors.Is(err, idem.ErrInvalidKey) {
 		t.Errorf("Lookup with an empty key: %v", err)
 	}
-	if _, err := e.store.Lookup(ctx, nil, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
-		t.Errorf("Lookup with a nil Querier: %v", err)
+	for _, q := range []idem.Querier{nil, (*sql.DB)(nil), (*sql.Tx)(nil), (*sql.Conn)(nil)} {
+		if _, err := e.store.Lookup(ctx, q, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
+			t.Errorf("Lookup with a nil %T: %v", q, err)
+		}
+	}
+	var nilDB *sql.DB
+	for name, call := range map[string]func() error{
+		"Purge":                func() error { _, err := e.store.Purge(ctx, nilDB, 10); return err },
+		"Migrate":              func() error { return e.store.Migrate(ctx, nilDB) },
+		"Settle":               func() error { return e.store.Settle(ctx, nilDB, "k", idem.Response{}) },
+		"ReleaseWithoutEffect": func() error { return e.store.ReleaseWithoutEffect(ctx, nilDB, "k") },
+	} {
+		if err := call(); !errors.Is(err, idem.ErrInvalidArgument) {
+			t.Errorf("%s with a nil database: %v", name, err)
+		}
 	}
 	if _, err := zero.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("Lookup on a zero Store: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 )
 
 // Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn.
@@ -20,7 +21,7 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
-	if q == nil {
+	if isNilQuerier(q) {
 		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
 	}
 	if err := validateKey(key); err != nil {
@@ -35,4 +36,21 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 		return Result{}, ErrNotFound
 	}
 	return s.decide(k, nil, rec)
+}
+
+// isNilQuerier reports whether q is nil, or a nil *sql.DB, *sql.Tx or
+// *sql.Conn, whose methods would panic.
+func isNilQuerier(q Querier) bool {
+	switch q := q.(type) {
+	case nil:
+		return true
+	case *sql.DB:
+		return q == nil
+	case *sql.Tx:
+		return q == nil
+	case *sql.Conn:
+		return q == nil
+	}
+	v := reflect.ValueOf(q)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -1,67 +1,444 @@
 package idem_test
 
 import (
-	"flag"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/codec"
 )
 
-var update = flag.Bool("update", false, "rewrite the migration files in migrations/ from Store.Schema")
-
-// migrationFiles returns the files, by path, that migration tools read to
-// create the default table for d: goose's one file with Up and Down
-// sections, and golang-migrate's up and down pair.
-func migrationFiles(d idem.Dialect) (map[string]string, error) {
-	store, err := idem.New(d)
-	if err != nil {
-		return nil, err
-	}
-	var up strings.Builder
-	for _, stmt := range store.Schema() {
-		up.WriteString(stmt + ";\n\n")
-	}
-	down := "DROP TABLE " + idem.DefaultTable + ";\n"
-	const header = "-- The table of github.com/idemgo/idem, as Store.Schema gives it for the %s dialect.\n-- migrations_test.go checks that it stays so; go test -run TestMigrationFiles -update rewrites it.\n\n"
-	note := strings.Replace(header, "%s", d.Name(), 1)
-	dir := filepath.Join("migrations", d.Name())
-	return map[string]string{
-		filepath.Join(dir, "goose", "00001_create_idempotency_keys.sql"): note +
-			"-- +goose Up\n" + up.String() + "-- +goose Down\n" + down,
-		filepath.Join(dir, "migrate", "000001_create_idempotency_keys.up.sql"):   note + up.String(),
-		filepath.Join(dir, "migrate", "000001_create_idempotency_keys.down.sql"): note + down,
-	}, nil
-}
-
-// TestMigrationFiles checks that the schema files for goose and
-// golang-migrate are exactly what Store.Schema says.
+// TestMigrationFiles checks the files that goose and golang-migrate users
+// run instead of Store.Migrate, by running them, each time on a table of its
+// own: applied in order, they must make the very table that Migrate makes
+// (columns and indexes, as the database reports them), and undone in
+// reverse order, each Down must bring the table back to what it was before
+// its Up, down to no table at all. Both tools must have the same versions,
+// so that users of either get the same table.
 func TestMigrationFiles(t *testing.T) {
-	for _, d := range []idem.Dialect{idem.Postgres(), idem.MySQL(), idem.SQLite()} {
-		files, err := migrationFiles(d)
+	t.Run("versions", func(t *testing.T) {
+		dirs, err := os.ReadDir("migrations")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for path, want := range files {
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Errorf("%v (go test -run TestMigrationFiles -update writes it)", err)
-				continue
-			}
-			if string(got) != want {
-				t.Errorf("%s differs from Store.Schema; go test -run TestMigrationFiles -update rewrites it", path)
+		for _, dir := range dirs {
+			goose := migrationNames(loadMigrations(t, dir.Name(), "goose", idem.DefaultTable))
+			migrate := migrationNames(loadMigrations(t, dir.Name(), "migrate", idem.DefaultTable))
+			if len(goose) == 0 || !slices.Equal(goose, migrate) {
+				t.Errorf("%s: goose has versions %q, golang-migrate %q", dir.Name(), goose, migrate)
 			}
 		}
+	})
+	forEach(t, func(t *testing.T, tg target) {
+		db := tg.open(t)
+		want := describe(t, db, tg.dialect, migratedTable(t, db, tg.dialect))
+		if len(want.Columns) == 0 || len(want.Indexes) == 0 {
+			t.Fatalf("Store.Migrate made a table with no columns or no index: %+v", want)
+		}
+		for _, tool := range []string{"goose", "migrate"} {
+			t.Run(tool, func(t *testing.T) {
+				table := newTable(t, db, "idem_files_")
+				steps := loadMigrations(t, tg.dialect.Name(), tool, table)
+				shapes := []tableShape{describe(t, db, tg.dialect, table)} // shapes[i]: after i Ups
+				for _, m := range steps {
+					execAll(t, db, m.name+" up", m.up)
+					shapes = append(shapes, describe(t, db, tg.dialect, table))
+				}
+				if got := shapes[len(steps)]; !reflect.DeepEqual(got, want) {
+					t.Errorf("the %s files make\n%v\nStore.Migrate makes\n%v", tool, got, want)
+				}
+				for i := len(steps) - 1; i >= 0; i-- {
+					execAll(t, db, steps[i].name+" down", steps[i].down)
+					if got := describe(t, db, tg.dialect, table); !reflect.DeepEqual(got, shapes[i]) {
+						t.Errorf("after %s down the table is\n%v\nbefore its up it was\n%v", steps[i].name, got, shapes[i])
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestMigrateUpgradesOldTable checks that Store.Migrate brings a table made
+// by the first version of the package up to date, into the very table it
+// makes anew, and that running it again changes nothing. The records the
+// old version left must survive the deploy: a finished request still
+// replays byte for byte, one in flight still answers InFlight, and an
+// expired key is claimed anew and completed under its new claim's token,
+// although the old records carry none (0).
+func TestMigrateUpgradesOldTable(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		db := tg.open(t)
+		table := newTable(t, db, "idem_old_")
+		execAll(t, db, "00001 up", loadMigrations(t, tg.dialect.Name(), "goose", table)[0].up)
+
+		// MariaDB's first table had the token column already, and its
+		// first version wrote a claim's token there; the others had none.
+		var oldToken int64
+		if describe(t, db, tg.dialect, table).hasColumn("token") {
+			oldToken = 4711
+		}
+		now := time.Now()
+		hash := idem.Fingerprint([]byte("POST /orders"), []byte(`{"item":88}`))
+		first := idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/orders/1"}}, Body: []byte(`{"order":1}`)}
+		insertOld(t, db, tg.dialect, table, "finished", hash, now.Add(-time.Hour), now.Add(23*time.Hour), &first, oldToken)
+		insertOld(t, db, tg.dialect, table, "unfinished", hash, now.Add(-time.Minute), now.Add(time.Hour), nil, oldToken)
+		insertOld(t, db, tg.dialect, table, "expired", hash, now.Add(-25*time.Hour), now.Add(-time.Hour), &first, oldToken)
+
+		store := newStore(t, tg.dialect, table, idem.WithLockTimeout(0))
+		want := describe(t, db, tg.dialect, migratedTable(t, db, tg.dialect))
+		for run := 1; run <= 2; run++ {
+			if err := store.Migrate(ctx, db); err != nil {
+				t.Fatalf("Migrate, run %d: %v", run, err)
+			}
+			if got := describe(t, db, tg.dialect, table); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after Migrate run %d the old table is\n%v\na new one is\n%v", run, got, want)
+			}
+		}
+
+		check := func(what string, res idem.Result, err error, outcome idem.Outcome, resp idem.Response) {
+			t.Helper()
+			if err != nil || res.Outcome != outcome || !reflect.DeepEqual(res.Response, resp) {
+				t.Fatalf("%s: %v %+v, want %v %+v", what, err, res, outcome, resp)
+			}
+		}
+		e := &env{tg: tg, db: db, store: store, table: table}
+		second := idem.Response{Status: 202, Body: []byte(`{"order":2}`)}
+		third := idem.Response{Status: 200, Header: http.Header{"X-Order": {"3"}}, Body: []byte{}}
+		respond := func(resp idem.Response) idem.Func {
+			return func(context.Context, *sql.Tx) (idem.Response, error) { return resp, nil }
+		}
+
+		res, err := e.do(t, "finished", hash, mustNotRun(t), false)
+		check("Do on the old finished record", res, err, idem.Replay, first)
+		res, err = store.Lookup(ctx, db, "finished")
+		check("Lookup of the old finished record", res, err, idem.Replay, first)
+		res, err = store.DoTx(ctx, db, nil, "unfinished", hash, mustNotRun(t))
+		check("DoTx on the old unfinished record", res, err, idem.InFlight, idem.Response{})
+		res, err = store.Lookup(ctx, db, "unfinished")
+		check("Lookup of the old unfinished record", res, err, idem.InFlight, idem.Response{})
+		if _, err := store.Lookup(ctx, db, "expired"); !errors.Is(err, idem.ErrNotFound) {
+			t.Fatalf("Lookup of the old expired record: %v, want ErrNotFound", err)
+		}
+		res, err = e.do(t, "expired", hash, respond(second), true)
+		check("Do on the old expired record", res, err, idem.Claimed, second)
+		res, err = store.DoTx(ctx, db, nil, "expired", hash, mustNotRun(t))
+		check("DoTx on the taken-over record", res, err, idem.Replay, second)
+		res, err = store.DoTx(ctx, db, nil, "new", hash, respond(third))
+		check("DoTx on a new key", res, err, idem.Claimed, third)
+		res, err = e.do(t, "new", hash, mustNotRun(t), false)
+		check("Do on the new record", res, err, idem.Replay, third)
+
+		for _, key := range []string{"finished", "unfinished"} {
+			if got := readToken(t, db, tg.dialect, table, key); got != oldToken {
+				t.Errorf("token of the old %s record = %d, want %d", key, got, oldToken)
+			}
+		}
+		for _, key := range []string{"expired", "new"} {
+			if got := readToken(t, db, tg.dialect, table, key); got == 0 || got == oldToken {
+				t.Errorf("token of the %s record = %d, want its claim's own", key, got)
+			}
+		}
+	})
+}
+
+// migration is one version of a dialect's migrations, as one tool reads it,
+// with the table renamed.
+type migration struct {
+	version  int
+	name     string // "2_add_claim_token": the version without its padding, and its name
+	up, down []string
+}
+
+// migrationFileName splits a migration file's name into version, name and
+// the rest (".sql", ".up.sql", ".down.sql").
+var migrationFileName = regexp.MustCompile(`^0*([0-9]+)_([a-z0-9_]+)(\..*)$`)
+
+// loadMigrations reads the files of one tool ("goose" or "migrate") in a
+// dialect's directory, in version order, with idempotency_keys renamed to
+// table.
+func loadMigrations(t *testing.T, dialect, tool, table string) []migration {
+	t.Helper()
+	dir := filepath.Join("migrations", dialect, tool)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	byName := map[string]*migration{}
+	var ms []*migration
+	for _, entry := range entries {
+		m := migrationFileName.FindStringSubmatch(entry.Name())
+		if m == nil {
+			t.Fatalf("%s: %s is not a migration file", dir, entry.Name())
+		}
+		file := filepath.Join(dir, entry.Name())
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), idem.DefaultTable, table)
+		name := m[1] + "_" + m[2]
+		if byName[name] == nil {
+			version, _ := strconv.Atoi(m[1])
+			byName[name] = &migration{version: version, name: name}
+			ms = append(ms, byName[name])
+		}
+		mig := byName[name]
+		switch {
+		case tool == "goose" && m[3] == ".sql":
+			up, down, ok := gooseSections(text)
+			if !ok {
+				t.Fatalf("%s: no -- +goose Up and -- +goose Down sections, in that order", file)
+			}
+			mig.up, mig.down = statements(t, file, up), statements(t, file, down)
+		case tool == "migrate" && m[3] == ".up.sql":
+			mig.up = statements(t, file, text)
+		case tool == "migrate" && m[3] == ".down.sql":
+			mig.down = statements(t, file, text)
+		default:
+			t.Fatalf("%s is not a %s file", file, tool)
+		}
+	}
+	for _, mig := range ms {
+		if len(mig.up) == 0 || len(mig.down) == 0 {
+			t.Fatalf("%s: version %s lacks its up or its down", dir, mig.name)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *migration) int { return a.version - b.version })
+	out := make([]migration, len(ms))
+	for i, mig := range ms {
+		out[i] = *mig
+	}
+	return out
+}
+
+func migrationNames(ms []migration) []string {
+	var vs []string
+	for _, m := range ms {
+		vs = append(vs, m.name)
+	}
+	return vs
+}
+
+// gooseSections returns the text between -- +goose Up and -- +goose Down,
+// and the text after -- +goose Down.
+func gooseSections(text string) (up, down string, ok bool) {
+	_, rest, ok1 := strings.Cut(text, "-- +goose Up\n")
+	up, down, ok2 := strings.Cut(rest, "-- +goose Down\n")
+	return up, down, ok1 && ok2
+}
+
+// statements splits SQL into statements at the semicolons that end a line,
+// as goose does without StatementBegin, leaving out comment lines. A
+// statement left without its semicolon fails the test, as it fails goose.
+func statements(t *testing.T, file, text string) []string {
+	t.Helper()
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(text) {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "-- +goose") {
+			t.Fatalf("%s: %s is not supported here", file, trimmed)
+		}
+		if strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(trimmed, ";") {
+			out = append(out, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(cur.String()); rest != "" {
+		t.Fatalf("%s: statement without a semicolon at the end of its line: %s", file, rest)
+	}
+	return out
+}
+
+func execAll(t *testing.T, db *sql.DB, what string, stmts []string) {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, q)
+		}
+	}
+}
+
+// newTable returns a new table name, with prefix, whose table is dropped at
+// the end of the test if it is there.
+func newTable(t *testing.T, db *sql.DB, prefix string) string {
+	t.Helper()
+	table := prefix + randomName()
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
+			t.Logf("drop %s: %v", table, err)
+		}
+	})
+	return table
+}
+
+func newStore(t *testing.T, d idem.Dialect, table string, opts ...idem.Option) *idem.Store {
+	t.Helper()
+	store, err := idem.New(d, append([]idem.Option{idem.WithTable(table)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// migratedTable makes a table with Store.Migrate, the reference for the
+// others, and returns its name.
+func migratedTable(t *testing.T, db *sql.DB, d idem.Dialect) string {
+	t.Helper()
+	table := newTable(t, db, "idem_ref_")
+	if err := newStore(t, d, table).Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+// tableShape is what a database reports about a table, one line per column
+// (name, type, nullability, default, as the database puts them) and one per
+// index, sorted by name, with the table's name written T so that two tables
+// compare. A table that does not exist has no lines.
+type tableShape struct{ Columns, Indexes []string }
+
+func (s tableShape) String() string {
+	return "  " + strings.Join(append(slices.Clone(s.Columns), s.Indexes...), "\n  ")
+}
+
+func (s tableShape) hasColumn(name string) bool {
+	return slices.ContainsFunc(s.Columns, func(c string) bool { return strings.HasPrefix(c, name+" ") })
+}
+
+// describeQueries are the catalog queries behind tableShape, by dialect:
+// columns, then indexes, each taking the table's name.
+var describeQueries = map[string][2]string{
+	"postgres": {
+		`SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 ORDER BY column_name`,
+		`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1 ORDER BY indexname`,
+	},
+	"mysql": {
+		`SELECT column_name, column_type, is_nullable, column_default FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name`,
+		`SELECT index_name, non_unique, GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = ? GROUP BY index_name, non_unique ORDER BY index_name`,
+	},
+	"sqlite": {
+		`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?) ORDER BY name`,
+		`SELECT l.name, l."unique", l.origin, group_concat(i.name) FROM pragma_index_list(?) AS l, pragma_index_info(l.name) AS i
+		GROUP BY l.name ORDER BY l.name`,
+	},
+}
+
+func describe(t *testing.T, db *sql.DB, d idem.Dialect, table string) tableShape {
+	t.Helper()
+	qs, ok := describeQueries[d.Name()]
+	if !ok {
+		t.Fatalf("no catalog queries for the %s dialect", d.Name())
+	}
+	var s tableShape
+	for i, dst := range []*[]string{&s.Columns, &s.Indexes} {
+		lines, err := queryLines(db, qs[i], table)
+		if err != nil {
+			t.Fatalf("describe %s: %v", table, err)
+		}
+		for _, line := range lines {
+			*dst = append(*dst, strings.ReplaceAll(line, table, "T"))
+		}
+	}
+	return s
+}
+
+// queryLines returns the rows of a query, each as its values joined by
+// spaces, NULL for NULL.
+func queryLines(db *sql.DB, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(context.Background(), q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var lines []string
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		fields := make([]string, len(vals))
+		for i, v := range vals {
+			fields[i] = "NULL"
+			if v.Valid {
+				fields[i] = v.String
+			}
+		}
+		lines = append(lines, strings.Join(fields, " "))
+	}
+	return lines, rows.Err()
+}
+
+// keyColumn is the key column, quoted: key is a reserved word in MariaDB.
+func keyColumn(d idem.Dialect) string {
+	if d.Name() == "mysql" {
+		return "`key`"
+	}
+	return `"key"`
+}
+
+// insertOld writes a record as the first version of the package left it:
+// the response, if any, encoded and checksummed as Do stores it, and the
+// token only where the first table had the column (oldToken not 0).
+func insertOld(t *testing.T, db *sql.DB, d idem.Dialect, table, key string, hash []byte, created, expires time.Time, resp *idem.Response, oldToken int64) {
+	t.Helper()
+	cols := []string{keyColumn(d), "request_hash", "created_at", "expires_at", "status", "header", "body", "checksum"}
+	args := []any{[]byte(key), hash, created.UnixMicro(), expires.UnixMicro(), nil, nil, nil, nil}
+	if resp != nil {
+		header, body := codec.EncodeHeader(resp.Header), resp.Body
+		if body == nil {
+			body = []byte{}
+		}
+		sum := codec.Checksum([]byte(key), hash, int64(resp.Status), header, body)
+		args[4], args[5], args[6], args[7] = int64(resp.Status), header, body, sum[:]
+	}
+	if oldToken != 0 {
+		cols, args = append(cols, "token"), append(args, oldToken)
+	}
+	marks := make([]string, len(cols))
+	for i := range marks {
+		marks[i] = d.Placeholder(i + 1)
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "), strings.Join(marks, ", "))
+	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
+		t.Fatalf("insert %s: %v", key, err)
+	}
+}
+
+func readToken(t *testing.T, db *sql.DB, d idem.Dialect, table, key string) int64 {
+	t.Helper()
+	var token int64
+	q := fmt.Sprintf("SELECT token FROM %s WHERE %s = %s", table, keyColumn(d), d.Placeholder(1))
+	if err := db.QueryRowContext(context.Background(), q, []byte(key)).Scan(&token); err != nil {
+		t.Fatalf("token of %q: %v", key, err)
+	}
+	return token
 }

@@ -17,6 +17,7 @@ type record struct {
 	checksum    []byte
 	createdAt   int64
 	expiresAt   int64
+	token       int64 // the claim that wrote it; 0 before tokens were stored
 }
 
 // live reports whether the record still counts at now (microseconds).

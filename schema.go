@@ -15,8 +15,17 @@ func (s *Store) Schema() []string {
 	return append([]string(nil), s.schema...)
 }
 
-// Migrate creates the table and its index if they are missing. Running it
-// again does nothing.
+// Migrate creates the table and its index if they are missing, and brings a
+// table made by an earlier version of this package up to date: on
+// PostgreSQL and SQLite it adds the token column that guards Complete and
+// Abandon (see Statements), which older tables lack. Records already in the
+// table keep working. Running it again does nothing.
+//
+// Adding the column takes a lock on the whole table for a moment (on
+// PostgreSQL it waits for the transactions that use the table to end, and
+// holds back the ones that come after); run it at deploy time. Migration
+// tools get the same change from the files in the module's migrations
+// directory.
 func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 	if err := s.check(); err != nil {
 		return err
@@ -29,5 +38,32 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
 		}
 	}
+	u, ok := s.d.(upgrader)
+	if !ok {
+		return nil
+	}
+	for _, c := range u.upgrades(s.table) {
+		var n int
+		if err := db.QueryRowContext(ctx, c.check).Scan(&n); err != nil {
+			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, c.apply); err != nil {
+			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
+		}
+	}
 	return nil
 }
+
+// upgrader is implemented by the built-in dialects whose tables, as earlier
+// versions made them, lack something that the Store needs now.
+type upgrader interface {
+	upgrades(table string) []upgrade
+}
+
+// upgrade is one change to a table made by an earlier version: check counts
+// what the change adds (0 when it is missing), and apply makes it. Looking
+// first keeps Migrate from taking the table's lock for nothing.
+type upgrade struct{ check, apply string }

@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -112,12 +111,8 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 			_ = tx.Rollback()
 		}
 	}()
-	var stored *Response
-	res, wait, err := s.do(ctx, tx, key, reqHash, func(ctx context.Context, tx *sql.Tx) (Response, error) {
-		resp, err := fn(ctx, tx)
-		stored = &resp
-		return resp, err
-	})
+	v := s.newValues(key, reqHash)
+	res, wait, err := s.do(ctx, tx, v, fn)
 	if err != nil || res.Outcome != Claimed {
 		return res, wait, err
 	}
@@ -129,17 +124,17 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 	case s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone):
 		return Result{}, wait, s.wrap("commit", cerr)
 	}
-	res, err = s.resolveCommit(ctx, db, key, reqHash, res, stored, cerr)
+	res, err = s.resolveCommit(ctx, db, v, res, cerr)
 	return res, wait, err
 }
 
 // resolveCommit settles a commit whose reply was lost by looking the key up
-// on a fresh connection.
-func (s *Store) resolveCommit(ctx context.Context, db *sql.DB, key string, reqHash []byte, res Result, stored *Response, commitErr error) (Result, error) {
+// on a fresh connection: a record with the token of this attempt's claim
+// (v.token) can only be there if the commit went through.
+func (s *Store) resolveCommit(ctx context.Context, db *sql.DB, v *values, res Result, commitErr error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	k := []byte(key)
-	rec, err := s.find(ctx, db, k)
+	rec, err := s.find(ctx, db, v.key)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, commitErr, err)
 	}
@@ -147,9 +142,8 @@ func (s *Store) resolveCommit(ctx context.Context, db *sql.DB, key string, reqHa
 		// Nothing committed: the attempt can run again.
 		return Result{}, retryError("commit failed, nothing was stored", commitErr)
 	}
-	v := &values{key: k, requestHash: reqHash}
-	if rec.createdAt == res.CreatedAt.UnixMicro() && stored != nil && s.prepareResponse(v, *stored) == nil && bytes.Equal(rec.checksum, v.checksum) {
+	if rec.token == v.token {
 		return res, nil // this attempt's record: the commit went through
 	}
-	return s.decide(k, reqHash, rec)
+	return s.decide(v.key, v.requestHash, rec)
 }

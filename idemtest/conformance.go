@@ -54,6 +54,7 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 		{"LargeResponses", testLargeResponses},
 		{"CorruptRecord", testCorruptRecord},
 		{"Refusable", testRefusable},
+		{"GuardedAfterTxEnds", testGuarded},
 		{"Torture", testTorture},
 	} {
 		t.Run(p.name, func(t *testing.T) {

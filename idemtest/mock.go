@@ -84,10 +84,14 @@ func (m *Mock) args(name string, vals map[string]driver.Value) []driver.Value {
 	return args
 }
 
+// mockToken is the claim token of the records the mock's statements return.
+// The token that Do binds is random, and matched with sqlmock.AnyArg.
+const mockToken = int64(1)
+
 // claimColumns are the columns of the claim statement, and recordColumns
 // those of the lookup.
 var (
-	claimColumns  = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at"}
+	claimColumns  = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token"}
 	recordColumns = claimColumns[2:]
 )
 
@@ -100,7 +104,7 @@ func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 		WithArgs(m.args("claim", map[string]driver.Value{"key": e.key, "request_hash": reqHash})...)
 	now := time.Now()
 	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).
-		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro()))
+		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken))
 	return e
 }
 
@@ -206,7 +210,7 @@ func (e *ExpectedDo) WillReturnError(err error) {
 // unless resp is nil, a stored response, as the lookup statement reads them.
 func liveRecord(key, hash []byte, resp *idem.Response) []driver.Value {
 	now := time.Now()
-	rec := []driver.Value{hash, nil, nil, nil, nil, now.Add(-time.Second).UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro()}
+	rec := []driver.Value{hash, nil, nil, nil, nil, now.Add(-time.Second).UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken}
 	if resp != nil {
 		header := codec.EncodeHeader(resp.Header)
 		body := resp.Body

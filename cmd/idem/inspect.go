@@ -206,8 +206,9 @@ func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) 
 		r                rawRecord
 		hash, checksum   []byte
 		created, expires int64
+		token            sql.NullInt64
 	)
-	err := db.QueryRowContext(ctx, q.SQL, []byte(key)).Scan(&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires)
+	err := db.QueryRowContext(ctx, q.SQL, []byte(key)).Scan(&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires, &token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -44,28 +44,31 @@ func (dialect) Schema(table string) []string {
 	status       INTEGER,
 	header       BLOB,
 	body         BLOB,
-	checksum     BLOB
+	checksum     BLOB,
+	token        INTEGER NOT NULL DEFAULT 0
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + table + `_expires_at ON ` + table + ` (expires_at)`,
 	}
 }
 
 func (dialect) Statements(table string, _ time.Duration) idem.Statements {
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at`
+	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 	r := strings.NewReplacer("{T}", table, "{record}", record)
 	return idem.Statements{
 		// RETURNING yields a row only when this statement inserted; a
 		// loser gets no row, and Do looks the record up.
-		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at)
-VALUES ({key}, {request_hash}, {created_at}, {expires_at})
+		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
+VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token})
 ON CONFLICT (key) DO NOTHING
 RETURNING 1, 0, {record}`),
 		Takeover: r.Replace(`UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	status = NULL, header = NULL, body = NULL, checksum = NULL
+	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
 WHERE key = {key} AND expires_at <= {created_at}`),
-		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key}`),
+		Lookup: r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
+		// Both are guarded by the claim's token: if the transaction ended
+		// under Do, they must not touch another request's record.
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE key IN (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
 	}
 }

@@ -1,4 +1,5 @@
--- The table of github.com/idemgo/idem, as Store.Schema gives it for the mysql dialect.
--- migrations_test.go checks that it stays so; go test -run TestMigrationFiles -update rewrites it.
+-- The table of github.com/idemgo/idem for the mysql dialect, as its first version made it.
+-- migrations_test.go applies the files of this directory in order, and checks the
+-- table they make against Store.Schema.
 
 DROP TABLE idempotency_keys;

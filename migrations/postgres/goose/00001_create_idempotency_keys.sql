@@ -1,5 +1,6 @@
--- The table of github.com/idemgo/idem, as Store.Schema gives it for the postgres dialect.
--- migrations_test.go checks that it stays so; go test -run TestMigrationFiles -update rewrites it.
+-- The table of github.com/idemgo/idem for the postgres dialect, as its first version made it.
+-- migrations_test.go applies the files of this directory in order, and checks the
+-- table they make against Store.Schema.
 
 -- +goose Up
 CREATE TABLE IF NOT EXISTS "idempotency_keys" (

@@ -1,0 +1,9 @@
+-- Adds the claim token of github.com/idemgo/idem (sqlite dialect): Complete and Abandon
+-- change a record only if it carries the token of the claim that wrote it. Records
+-- from before keep token 0 and go on working. Store.Migrate makes the same change.
+
+-- +goose Up
+ALTER TABLE idempotency_keys ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+
+-- +goose Down
+ALTER TABLE idempotency_keys DROP COLUMN token;

@@ -1,0 +1,110 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Settle stores resp as the response of key's unfinished record, so that
+// every retry of the request replays it. It is an operator's way out for a
+// key that answers InFlight although no request holds it any more: the
+// record of a Func that committed tx itself (see ErrTxEnded) was committed
+// before its response was stored. Find out first what the request did, and
+// settle it with the response it would have sent.
+//
+// Settle works in a transaction of its own. It refuses a key with no live
+// record (ErrNotFound), a finished one (ErrKeyFinished), and one that a live
+// transaction holds (ErrKeyHeld, after the Store's lock timeout where the
+// dialect waits): that request is still running, and will finish or roll
+// back by itself.
+func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Response) error {
+	return s.resolveStuck(ctx, db, key, "settle", func(tx *sql.Tx, v *values) error {
+		if err := s.prepareResponse(v, resp); err != nil {
+			return err
+		}
+		return s.execOne(ctx, tx, "settle", s.complete, v)
+	})
+}
+
+// ReleaseWithoutEffect deletes key's unfinished record, so that the next
+// request with the key runs as a new one. Call it only when you know that
+// the request's effect did not happen: if it did, the next request does the
+// work a second time, the very thing this package exists to prevent. When
+// the effect happened, Settle the key instead.
+//
+// It refuses what Settle refuses, with the same errors.
+func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string) error {
+	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values) error {
+		return s.execOne(ctx, tx, "release", s.abandon, v)
+	})
+}
+
+// resolveStuck runs change on key's unfinished record in a transaction of its
+// own, after the claim statement has made sure that no live transaction
+// holds the key and that this one now does: the claim takes the key's lock
+// (an advisory lock, a row lock, or SQLite's write lock) and returns the
+// record. A claim that inserts because there was no record, or takes an
+// expired one over, is rolled back. change gets the values of the record's
+// own claim (its token and request hash), which Complete and Abandon are
+// guarded by.
+func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, change func(*sql.Tx, *values) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("idem: %s: %w", op, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	// The request hash only fills the claim's insert, which is rolled back.
+	v := s.newValues(key, []byte{0})
+	v.token = s.newToken()
+	v.lockID = lockID(v.key)
+	rec, claimed, busy, err := s.runClaim(ctx, tx, v)
+	switch {
+	case err != nil && s.d.Classify(err) == ErrorLockTimeout, busy:
+		return fmt.Errorf("idem: %s: %w", op, ErrKeyHeld)
+	case err != nil:
+		return fmt.Errorf("idem: %s: %w", op, err)
+	case claimed:
+		return fmt.Errorf("idem: %s: %w", op, ErrNotFound)
+	case rec == nil:
+		if rec, err = s.find(ctx, tx, v.key); err != nil {
+			return fmt.Errorf("idem: %s: %w", op, err)
+		}
+	}
+	switch {
+	case rec == nil || !rec.live(v.createdAt):
+		return fmt.Errorf("idem: %s: %w", op, ErrNotFound)
+	case rec.finished:
+		return fmt.Errorf("idem: %s: %w", op, ErrKeyFinished)
+	}
+	v.token, v.requestHash = rec.token, rec.requestHash
+	if err := change(tx, v); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("idem: %s: commit: %w", op, err)
+	}
+	return nil
+}
+
+// execOne runs st with v in tx and wants it to affect one row.
+func (s *Store) execOne(ctx context.Context, tx *sql.Tx, op string, st statement, v *values) error {
+	r, err := tx.ExecContext(ctx, st.query, st.args(v)...)
+	if err != nil {
+		return fmt.Errorf("idem: %s: %w", op, err)
+	}
+	if n, err := r.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("idem: %s: %d rows changed, want 1 (%v)", op, n, err)
+	}
+	return nil
+}
