@@ -27,6 +27,15 @@
 // With [WithLookupFirst] it answers the retry of a finished request from one
 // read, before any transaction, for traffic where retries are common.
 //
+// The work must return the errors of its statements and leave the
+// transaction to its caller. Everything Do sends after the work is guarded by
+// its own claim, so that a transaction the database ended under it (a
+// deadlock victim on MariaDB, an interrupted statement on SQLite) can never
+// overwrite or delete the record of a duplicate request: Do returns [ErrRetry]
+// instead, and the retry replays the duplicate's response. A key left
+// unfinished by work that committed its transaction itself is settled with
+// [Store.Settle].
+//
 // # The retention window
 //
 // A record counts for the retention window after its key was claimed: 24

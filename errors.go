@@ -31,8 +31,11 @@ var (
 	// deadlock, or a busy database. The transaction is lost (on MySQL it
 	// may already have been rolled back by the server): roll it back and
 	// run the whole transaction again with the same key. The error also
-	// wraps the driver's error. DoTx does this itself, and returns ErrRetry
-	// only when its attempts run out.
+	// wraps the driver's error. Do also returns it, without a driver's
+	// error, when its completion finds the claim gone: the server ended
+	// the transaction under it, and the key may belong to a duplicate
+	// request by now. DoTx runs the transaction again itself, and returns
+	// ErrRetry only when its attempts run out.
 	ErrRetry = errors.New("idem: conflict, retry the transaction")
 
 	// ErrResponseTooLarge is returned by Do and DoTx when the response of
@@ -51,8 +54,8 @@ var (
 	// it back because the context given to BeginTx was done. If fn
 	// committed, its effect and an unfinished record of the key are
 	// committed, and the key answers InFlight until an operator settles or
-	// releases it (Store.Settle, Store.Release). The error also matches
-	// sql.ErrTxDone.
+	// releases it (Store.Settle, Store.ReleaseWithoutEffect). The error
+	// also matches sql.ErrTxDone.
 	ErrTxEnded = errors.New("idem: transaction ended under Do")
 
 	// ErrKeyHeld is returned by Settle and ReleaseWithoutEffect when a live

@@ -26,7 +26,9 @@ customer who asks whether a request went through. The state is one of:
   finished   the request ran and committed; its response is stored, and a
              retry with the same request gets it back instead of running
   in flight  the key is claimed but no response is stored: a retry gets
-             409 until the record expires
+             409 until the record expires. A handler that committed its
+             transaction itself leaves such a record: idem settle stores
+             its response, idem release -no-effect deletes it
   not found  no live record: the key was never committed, it expired, or a
              transaction that holds it has not committed yet
   corrupt    the record does not match its checksum and is never replayed
@@ -115,6 +117,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 
 	if res.Outcome == idem.InFlight {
 		line(w, "state", "in flight: the key is claimed but no response is stored; a retry gets 409 until it expires")
+		line(w, "", "if its handler committed the transaction itself, see idem settle -h and idem release -h")
 		times(w, res.CreatedAt, res.ExpiresAt, now)
 		return nil
 	}

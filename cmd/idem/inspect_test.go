@@ -90,6 +90,7 @@ func TestInspect(t *testing.T) {
 			equalLines(t, r.stdout,
 				`key      "order-2"`,
 				`state    in flight: the key is claimed but no response is stored; a retry gets 409 until it expires`,
+				`         if its handler committed the transaction itself, see idem settle -h and idem release -h`,
 				`created  2025-03-04 05:06:07.123456 UTC (3m0s ago)`,
 				`expires  2025-03-04 06:06:07.123456 UTC (in 57m0s)`)
 		})

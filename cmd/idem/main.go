@@ -1,11 +1,13 @@
 // Command idem is the operator's tool for a service that keeps idempotency
 // keys with package idem: it creates the table, purges expired keys, shows
-// the record of one key, reports the state of the table, and runs a demo.
+// the record of one key, reports the state of the table, settles or
+// releases a key left unfinished, and runs a demo.
 //
 //	go run ./cmd/idem demo                 # the demo, on an embedded SQLite database
 //	idem migrate -dsn 'postgres://app@db/shop'
 //	idem inspect -dsn 'postgres://app@db/shop' order-7f3a
 //	idem purge -dsn 'postgres://app@db/shop' -batch 5000
+//	idem settle -dsn 'postgres://app@db/shop' -key order-7f3a -status 201 -body '{"order":7}'
 //
 // Run idem -h for the commands, and idem COMMAND -h for each one's flags.
 package main
@@ -28,8 +30,10 @@ const (
 	exitOK       = 0
 	exitError    = 1 // the command failed at run time
 	exitUsage    = 2 // bad command line: unknown command, bad flag, missing -dsn
-	exitNotFound = 3 // inspect: the key has no live record
+	exitNotFound = 3 // inspect, settle, release: the key has no live record
 	exitCorrupt  = 4 // inspect: the key's record does not match its checksum
+	exitFinished = 5 // settle, release: the key's request has finished
+	exitHeld     = 6 // settle, release: a live request holds the key, or the database is busy
 )
 
 // env is what a command may use of the world outside it. main fills it from
@@ -58,6 +62,8 @@ var commands = []command{
 	{"inspect", "show the stored record of one key", runInspect},
 	{"stats", "count live and expired keys, and measure the table", runStats},
 	{"purge", "delete expired keys, in batches", runPurge},
+	{"settle", "store the response of a key left unfinished, for retries to replay", runSettle},
+	{"release", "delete a key left unfinished whose request had no effect", runRelease},
 }
 
 // exitCodeError ends the command with a status other than exitError. A nil
@@ -172,7 +178,8 @@ Commands:
 		fmt.Fprintf(w, "  %-8s  %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-The database flags, shared by migrate, inspect, stats and purge:
+The database flags, shared by migrate, inspect, stats, purge, settle and
+release:
   -dsn      the data source name; default $IDEM_DSN. For SQLite, idem adds
             _txlock=immediate and _pragma=busy_timeout(5000) unless it sets
             its own, as the SQLite dialect needs
@@ -181,8 +188,10 @@ The database flags, shared by migrate, inspect, stats and purge:
   -table    the table of keys; default idempotency_keys
   -driver   for postgres: pgx (default) or postgres (lib/pq)
 
-Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect found no record,
-4 inspect found a corrupt record.
+Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect, settle or
+release found no record, 4 inspect found a corrupt record, 5 settle or
+release found the key finished, 6 a live request holds the key or the
+database is busy: try settle or release again later.
 
 Run 'idem COMMAND -h' for a command's flags and an example.
 `)

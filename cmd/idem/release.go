@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"strconv"
+
+	"github.com/idemgo/idem"
+)
+
+const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [flags]
+
+Release deletes the record of a key left unfinished, so that the next
+request with the key runs as a new one and does the work.
+
+A key is left unfinished when a handler commits its transaction itself,
+before idem has stored the response: the key answers in flight for the
+whole retention window. idem stats counts such records (in flight), and
+idem inspect shows one.
+
+Release only a key whose request had no effect: no order placed, no payment
+taken, as the service's own tables and logs show. If the effect did happen,
+releasing the key invites the double effect that idempotency keys exist to
+prevent: the client's retry runs again and places a second order. Settle
+such a key with its response instead (idem settle -h). Release refuses to
+run without -no-effect, which says that you have checked.
+
+A key that came through idemhttp with a scope is stored under
+idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
+key as the client sent it, as for idem inspect.
+
+Release refuses a key that a live transaction holds, and a finished key,
+as settle does.
+
+Exit status: 0 released, 3 no live record for the key, 5 the key's request
+has finished (nothing to release), 6 a live request holds the key or the
+database is busy (try again later), 2 bad command line or no -no-effect,
+1 on error.
+
+Example:
+  idem release -dsn 'postgres://ops@db.internal/shop' -key order-7f3a -no-effect
+  idem release -dsn 'postgres://ops@db.internal/shop' -scope acct_42 -key order-7f3a -no-effect
+`
+
+func runRelease(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	var f dbFlags
+	f.register(fs, true, idem.DefaultTable)
+	var k keyFlags
+	k.register(fs)
+	noEffect := fs.Bool("no-effect", false, "confirm that the request's effect did not happen (required)")
+	rest, err := parseFlags(e, fs, releaseHelp, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError("release takes no arguments, got %q: give the key with -key", rest)
+	}
+	key, err := k.stored("release")
+	if err != nil {
+		return err
+	}
+	if !*noEffect {
+		// Refused before the database is opened: without the flag,
+		// nothing is read or changed.
+		return usageError("release needs -no-effect: release only a key whose request had no effect, since the next request with it runs again; if the effect happened, settle the key instead (idem settle -h)")
+	}
+	d, store, db, err := f.openStore(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if err := store.ReleaseWithoutEffect(ctx, db, key); err != nil {
+		return stuckError(d, &k, "release", err)
+	}
+	w := e.stdout
+	line(w, "key", strconv.Quote(key))
+	line(w, "state", "released: the record is deleted; the next request with this key runs as a new one")
+	return nil
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/codec"
+)
+
+const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE] -status N [-header 'Name: value' ...]
+                   [-body TEXT | -body-file PATH] [flags]
+
+Settle stores the response of a key left unfinished, so that every retry of
+its request gets that response back instead of 409.
+
+A key is left unfinished when a handler commits its transaction itself,
+before idem has stored the response: the effect and the record of the key
+are committed, the response is not, and the key answers in flight for the
+whole retention window. idem stats counts such records (in flight), and
+idem inspect shows one.
+
+Find out first what the request did, from the service's own tables and
+logs. If its effect happened, settle the key with the response the request
+would have sent: -status, a -header for each header line, and the body from
+-body or -body-file (neither: an empty body). A retry of the same request
+then replays it, byte for byte, and does not run again; a different request
+with the key is still refused as a mismatch. If the effect did not happen,
+run idem release -no-effect instead.
+
+A key that came through idemhttp with a scope is stored under
+idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
+key as the client sent it, as for idem inspect.
+
+Settle refuses a key that a live transaction holds: its request is still
+running, and will finish or roll back by itself. On SQLite it waits for the
+database's write lock, up to the busy timeout, and then gives up the same
+way.
+
+Exit status: 0 settled, 3 no live record for the key, 5 the key's request
+has finished (nothing to settle), 6 a live request holds the key or the
+database is busy (try again later), 2 bad command line, 1 on error.
+
+Example:
+  idem settle -dsn 'postgres://ops@db.internal/shop' -key order-7f3a -status 201 \
+      -header 'Content-Type: application/json' -body '{"order":7}'
+  idem settle -dsn 'postgres://ops@db.internal/shop' -scope acct_42 -key order-7f3a \
+      -status 201 -body-file order-7.json
+`
+
+func runSettle(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
+	var f dbFlags
+	f.register(fs, true, idem.DefaultTable)
+	var k keyFlags
+	k.register(fs)
+	status := fs.Int("status", 0, "the response's status (required): an HTTP status, or any number that fits in 32 bits")
+	header := headerFlag{}
+	fs.Var(header, "header", "a header line of the response, 'Name: value'; repeat it for each line")
+	body := fs.String("body", "", "the response's body")
+	bodyFile := fs.String("body-file", "", "a file that holds the response's body, byte for byte")
+	rest, err := parseFlags(e, fs, settleHelp, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError("settle takes no arguments, got %q: give the key with -key", rest)
+	}
+	key, err := k.stored("settle")
+	if err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if !given["status"] {
+		return usageError("settle needs -status: the status the request would have sent; run 'idem settle -h' for help")
+	}
+	if *status < math.MinInt32 || *status > math.MaxInt32 {
+		return usageError("-status must fit in 32 bits, got %d", *status)
+	}
+	if given["body"] && given["body-file"] {
+		return usageError("give the body with -body or -body-file, not both")
+	}
+	resp := idem.Response{Status: *status, Body: []byte(*body)}
+	if len(header) > 0 {
+		resp.Header = http.Header(header)
+	}
+	if given["body-file"] {
+		// A file is read before the database is touched, so that a wrong
+		// path fails without a connection.
+		if resp.Body, err = os.ReadFile(*bodyFile); err != nil {
+			return fmt.Errorf("read -body-file: %w", err)
+		}
+	}
+	d, store, db, err := f.openStore(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if err := store.Settle(ctx, db, key, resp); err != nil {
+		return stuckError(d, &k, "settle", err)
+	}
+	w := e.stdout
+	line(w, "key", strconv.Quote(key))
+	line(w, "state", "settled: a retry of the request now gets this response back")
+	line(w, "status", strconv.Itoa(resp.Status)+statusName(resp.Status))
+	writeHeader(w, resp.Header)
+	line(w, "size", fmt.Sprintf("header %d bytes, body %d bytes", len(codec.EncodeHeader(resp.Header)), len(resp.Body)))
+	return nil
+}
+
+// keyFlags are the -key and -scope flags of settle and release. The key is a
+// flag, not an argument as for inspect, so that a command that changes a
+// record names what it changes in so many words.
+type keyFlags struct {
+	key, scope string
+}
+
+func (k *keyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&k.key, "key", "", "the idempotency key, as the client sent it (required)")
+	fs.StringVar(&k.scope, "scope", "", "the client's scope, for a key stored through idemhttp with a Scope")
+}
+
+// stored returns the key as the table holds it.
+func (k *keyFlags) stored(cmd string) (string, error) {
+	if k.key == "" {
+		return "", usageError("%s needs -key: the key the client sent; run 'idem %s -h' for help", cmd, cmd)
+	}
+	key := k.key
+	if k.scope != "" {
+		key = idemhttp.StoredKey(k.scope, key)
+	}
+	if len(key) > idem.MaxKeyBytes {
+		return "", usageError("a key is 1 to %d bytes, got %d", idem.MaxKeyBytes, len(key))
+	}
+	return key, nil
+}
+
+// name names the key in a message as the operator gave it: a stored key
+// with a scope is 65 bytes of hash longer, and tells them nothing.
+func (k *keyFlags) name() string {
+	if k.scope == "" {
+		return strconv.Quote(k.key)
+	}
+	return fmt.Sprintf("%q in scope %q", k.key, k.scope)
+}
+
+// stuckError turns an error of Settle or ReleaseWithoutEffect into one line
+// that says what it means for the key and what to do, with its exit status.
+func stuckError(d *database, k *keyFlags, op string, err error) error {
+	switch {
+	case errors.Is(err, idem.ErrNotFound):
+		return &exitCodeError{code: exitNotFound, err: fmt.Errorf(
+			"no live record for key %s: it was never committed, it expired, or it was purged; nothing to %s (check -key and -scope)", k.name(), op)}
+	case errors.Is(err, idem.ErrKeyFinished):
+		return &exitCodeError{code: exitFinished, err: fmt.Errorf(
+			"key %s has finished: retries get its stored response (idem inspect shows it), and there is nothing to %s", k.name(), op)}
+	case errors.Is(err, idem.ErrKeyHeld):
+		return &exitCodeError{code: exitHeld, err: fmt.Errorf(
+			"a live request holds key %s: it is still running, and will finish or roll back by itself; try again later", k.name())}
+	case d.dialect.Classify(err) == idem.ErrorRetry:
+		// On SQLite, a transaction that holds the key holds the whole
+		// database's write lock, and BEGIN gives up after the busy timeout.
+		return &exitCodeError{code: exitHeld, err: fmt.Errorf(
+			"the %s database is busy, perhaps with the request that holds key %s; try again later (%s)", d.dialect.Name(), k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
+	}
+	return err
+}
+
+// headerFlag collects the -header lines of a response.
+type headerFlag http.Header
+
+func (h headerFlag) String() string { return "" }
+
+// Set adds one 'Name: value' line. The name is canonicalised as net/http
+// does for a handler's header; a line that could not be sent as it is
+// replayed is refused here rather than stored.
+func (h headerFlag) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	if !ok || !headerName(name) {
+		return errors.New("want 'Name: value', with a name that has no spaces or separators")
+	}
+	value = strings.TrimSpace(value)
+	for _, r := range value {
+		if r != '\t' && (r < ' ' || r == 0x7f) {
+			return errors.New("a header value must not hold control characters")
+		}
+	}
+	http.Header(h).Add(name, value)
+	return nil
+}
+
+// headerName reports whether name is a token, as RFC 9110 defines the name
+// of a field.
+func headerName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
+		default:
+			return false
+		}
+	}
+	return true
+}
