@@ -186,6 +186,17 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// MaxResponseBytes returns the largest response the Store stores, as set by
+// WithMaxResponseBytes: the body and the encoded header together. It is 0 for
+// a Store not made by New. Middleware that holds a response in memory before
+// Do stores it can stop the response at this size.
+func (s *Store) MaxResponseBytes() int {
+	if s.check() != nil {
+		return 0
+	}
+	return s.maxResponseBytes
+}
+
 // Dialect returns the dialect the Store was made with.
 func (s *Store) Dialect() Dialect {
 	if s == nil {

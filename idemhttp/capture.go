@@ -2,11 +2,13 @@ package idemhttp
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/idemgo/idem"
 )
 
 // errHijack is what Hijack answers: a hijacked connection would let bytes
@@ -21,6 +23,14 @@ var errHijack = errors.New("idemhttp: a protected request cannot hijack its conn
 // would be misled. A new capture serves each attempt, so that a retried
 // transaction leaves nothing of the attempt before.
 //
+// It keeps no more than limit bytes, counted as the Store counts a response
+// it stores: the allow-listed headers, encoded, and the body. A Write that
+// would go past the limit keeps nothing, fails with an error that matches
+// idem.ErrResponseTooLarge, and so does every Write after it, so that a
+// handler that streams stops early instead of filling memory. The limit
+// holds for every status, stored or not: a 5xx is held in memory like any
+// other response until the handler returns.
+//
 // It behaves as net/http's own writer where a handler can tell: the status
 // and header are fixed by the first WriteHeader or Write, a later
 // WriteHeader is ignored, 204 and 304 take no body, and a missing
@@ -30,10 +40,19 @@ type capture struct {
 	header http.Header // what the handler sees and changes
 	sent   http.Header // header as it was at WriteHeader
 	status int         // 0 until WriteHeader or Write
-	body   bytes.Buffer
+	body   []byte      // its capacity never exceeds room
+
+	limit int // bytes of encoded allow-listed header and body
+	// headerSize is what the Store counts for a header: the size of its
+	// allow-listed part, encoded.
+	headerSize func(http.Header) int
+	room       int   // bytes the body may take, once the header is fixed
+	err        error // set when the response went past limit
 }
 
-func newCapture() *capture { return &capture{header: make(http.Header)} }
+func newCapture(limit int, headerSize func(http.Header) int) *capture {
+	return &capture{header: make(http.Header), limit: limit, headerSize: headerSize}
+}
 
 func (c *capture) Header() http.Header { return c.header }
 
@@ -48,26 +67,59 @@ func (c *capture) WriteHeader(code int) {
 	}
 	c.status = code
 	c.sent = c.header.Clone()
+	c.room = c.limit - c.headerSize(c.sent)
+	if c.room < 0 {
+		c.fail()
+	}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.WriteHeader(http.StatusOK)
+	if err := c.reserve(len(p)); err != nil {
+		return 0, err
 	}
-	if !bodyAllowed(c.status) {
-		return 0, http.ErrBodyNotAllowed
-	}
-	return c.body.Write(p)
+	c.body = append(c.body, p...)
+	return len(p), nil
 }
 
 func (c *capture) WriteString(s string) (int, error) {
+	if err := c.reserve(len(s)); err != nil {
+		return 0, err
+	}
+	c.body = append(c.body, s...)
+	return len(s), nil
+}
+
+// reserve makes room in the body for n more bytes, or reports why they may
+// not be written. It grows the body as append would, by doubling, but never
+// past room, so that a response just under the limit does not hold twice
+// the limit in spare capacity.
+func (c *capture) reserve(n int) error {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
-	if !bodyAllowed(c.status) {
-		return 0, http.ErrBodyNotAllowed
+	switch {
+	case !bodyAllowed(c.status):
+		return http.ErrBodyNotAllowed
+	case c.err != nil:
+		return c.err
+	case n > c.room-len(c.body):
+		return c.fail()
 	}
-	return c.body.WriteString(s)
+	if need := len(c.body) + n; need > cap(c.body) {
+		grown := make([]byte, len(c.body), min(max(2*cap(c.body), need, 512), c.room))
+		copy(grown, c.body)
+		c.body = grown
+	}
+	return nil
+}
+
+// fail marks the response as too large and lets its body go at once: it
+// will never be sent, and a handler that ignores the error and goes on
+// writing must not keep it alive.
+func (c *capture) fail() error {
+	c.err = fmt.Errorf("idemhttp: the response is over the limit of %d bytes of body and allow-listed headers: %w", c.limit, idem.ErrResponseTooLarge)
+	c.body = nil
+	return c.err
 }
 
 // Flush does nothing: the response leaves when the handler has returned and
@@ -87,7 +139,7 @@ func (c *capture) response() (int, http.Header, []byte) {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
-	h, body := c.sent, c.body.Bytes()
+	h, body := c.sent, c.body
 	for name := range h {
 		if name == "Trailer" || strings.HasPrefix(name, http.TrailerPrefix) {
 			delete(h, name) // the response leaves whole, with no trailers

@@ -60,7 +60,8 @@
 //     does the work again or replays it, whichever is true.
 //   - first request, status not stored (5xx by default, see [StorePolicy]): the transaction
 //     rolls back, nothing is stored, and the client gets the handler's
-//     response. A retry runs the handler again.
+//     response, if it fits the response limit (below). A retry runs the
+//     handler again.
 //   - a retry of a finished request: the stored status, the allow-listed
 //     headers and the body, byte for byte, with Idempotent-Replayed: true.
 //     The handler does not run.
@@ -80,10 +81,26 @@
 // The status, the body, and the headers on the [ReplayHeaders] allow-list
 // (Content-Type, Location, ETag, Link and the like by default). Other
 // headers reach the first response only; Set-Cookie, Authorization and the
-// hop-by-hop headers are never stored, whatever the list says. A response
-// larger than the Store's limit ([idem.WithMaxResponseBytes]) fails the
-// request with a 500 and rolls back, rather than commit an effect whose
-// retry could not be answered.
+// hop-by-hop headers are never stored, whatever the list says.
+//
+// # The response limit
+//
+// A response may take as many bytes as the Store stores
+// ([idem.WithMaxResponseBytes], 1 MiB by default), counted as the Store
+// counts them: the body and the allow-listed headers, encoded. The
+// middleware reads the limit from the Store ([idem.Store.MaxResponseBytes]).
+//
+// The limit holds while the handler writes, not after: the response is
+// held in memory until the handler returns, and one handler must not be
+// able to fill the server's memory. The Write that would pass the limit
+// keeps nothing and fails with an error that matches
+// [idem.ErrResponseTooLarge], as does every Write after it, so a handler
+// that streams should stop at the first error. The request then fails
+// with a 500 response-too-large problem and rolls back, rather than commit
+// an effect whose retry could not be answered; the key stays free. A 5xx
+// over the limit gets the same 500, though it would not have been stored:
+// it too would have been held whole before it was sent, and the client
+// could not have been given the handler's response anyway.
 //
 // # The retention window
 //
@@ -102,7 +119,8 @@
 // to run more than once for one request, each time in a fresh transaction,
 // when the database reports a conflict. Flush does nothing and Hijack is
 // refused, since no byte may reach the client before the commit; streaming
-// endpoints cannot be protected. A panic rolls the transaction back, stores
+// endpoints cannot be protected, and a Write past the response limit fails.
+// A panic rolls the transaction back, stores
 // nothing and goes on up the stack.
 //
 // The middleware logs nothing and raises no panic of its own: the errors

@@ -69,6 +69,8 @@ func newMiddleware(store *idem.Store, db *sql.DB, opts []Option) (*middleware, e
 	if store == nil {
 		errs = append(errs, errors.New("idemhttp: nil store"))
 	}
+	// A response is held in memory up to the size the Store would store.
+	m.cfg.maxResponse = store.MaxResponseBytes()
 	if db == nil {
 		errs = append(errs, errors.New("idemhttp: nil database"))
 	}
@@ -167,11 +169,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var c *capture // the attempt that ran last
 	res, err := h.store.DoTx(r.Context(), h.db, cfg.txOptions, StoredKey(scope, key), hash,
 		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			c = newCapture()
+			c = newCapture(cfg.maxResponse, cfg.storedSize)
 			req := r.WithContext(context.WithValue(ctx, txKey{}, tx))
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			req.ContentLength = int64(len(body))
 			h.next.ServeHTTP(c, req)
+			if c.err != nil {
+				// Too large, whatever the status: the response was not
+				// kept whole, so there is nothing to send but a problem,
+				// and a stored status must not commit an effect whose
+				// retry could not be answered.
+				return idem.Response{}, c.err
+			}
 			status, header, b := c.response()
 			if !cfg.storable(status) {
 				return idem.Response{}, &unstored{status}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/codec"
 )
 
 // ReplayedHeader marks a replayed response: "Idempotent-Replayed: true", as
@@ -26,6 +27,12 @@ func (c *config) storedHeader(h http.Header) http.Header {
 		kept[name] = append(kept[name], values...)
 	}
 	return kept
+}
+
+// storedSize is the size the Store counts for a response's header h: its
+// allow-listed part, encoded as the Store encodes it.
+func (c *config) storedSize(h http.Header) int {
+	return len(codec.EncodeHeader(c.storedHeader(h)))
 }
 
 // writeResponse sends a response to the client: header on top of what outer
