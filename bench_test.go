@@ -260,15 +260,16 @@ func BenchmarkHandWrittenNoopDriver(b *testing.B) {
 			claimed, busy                bool
 			hash, header2, body2, chk    []byte
 			status, createdAt, expiresAt sql.NullInt64
+			token                        sql.NullInt64
 		)
 		// The PostgreSQL claim binds lock_id, key, request_hash,
-		// created_at, expires_at.
-		err := tx.QueryRowContext(ctx, claim, int64(42), key, hashA, int64(1), int64(2)).Scan(
-			&claimed, &busy, &hash, &status, &header2, &body2, &chk, &createdAt, &expiresAt)
+		// created_at, expires_at, token.
+		err := tx.QueryRowContext(ctx, claim, int64(42), key, hashA, int64(1), int64(2), int64(7)).Scan(
+			&claimed, &busy, &hash, &status, &header2, &body2, &chk, &createdAt, &expiresAt, &token)
 		if err != nil || !claimed {
 			b.Fatal(err)
 		}
-		r, err := tx.ExecContext(ctx, complete, int64(201), header, body, sum, key)
+		r, err := tx.ExecContext(ctx, complete, int64(201), header, body, sum, key, int64(7))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -288,9 +289,9 @@ func BenchmarkDatabaseSQLFloorNoopDriver(b *testing.B) {
 	qs, tx := noopClaimTx(b)
 	ctx := context.Background()
 	key := []byte("5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01")
-	claimArgs := []any{int64(42), key, hashA, int64(1), int64(2)}
-	completeArgs := []any{int64(201), []byte{}, []byte("{}"), make([]byte, 32), key}
-	var cols [9]sql.RawBytes
+	claimArgs := []any{int64(42), key, hashA, int64(1), int64(2), int64(7)}
+	completeArgs := []any{int64(201), []byte{}, []byte("{}"), make([]byte, 32), key, int64(7)}
+	var cols [10]sql.RawBytes
 	dest := make([]any, len(cols))
 	for i := range cols {
 		dest[i] = &cols[i]

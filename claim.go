@@ -79,7 +79,7 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 				return Result{}, false, s.wrap("take over expired key", err)
 			}
 			if n, err := r.RowsAffected(); err == nil && n == 1 {
-				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token}), true, nil
+				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
 			}
 			unsettled++
 		default:

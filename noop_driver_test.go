@@ -20,8 +20,8 @@ type noopConnector struct {
 	// replay makes the claim lose to a finished record of hash and resp.
 	replay bool
 	// record is the finished record a replay returns: request_hash,
-	// status, header, body, checksum, created_at, expires_at.
-	record [7]driver.Value
+	// status, header, body, checksum, created_at, expires_at, token.
+	record [8]driver.Value
 }
 
 // newNoopConnector answers store's statements; with replay set, it answers
@@ -31,7 +31,7 @@ func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, r
 	c := &noopConnector{claim: qs["claim"], lookup: qs["lookup"], complete: qs["complete"], replay: replay}
 	header := codec.EncodeHeader(resp.Header)
 	sum := codec.Checksum([]byte(key), hash, int64(resp.Status), header, resp.Body)
-	c.record = [7]driver.Value{hash, int64(resp.Status), header, resp.Body, sum[:], int64(1), int64(1) << 62}
+	c.record = [8]driver.Value{hash, int64(resp.Status), header, resp.Body, sum[:], int64(1), int64(1) << 62, int64(1)}
 	return c
 }
 
@@ -75,6 +75,8 @@ func (cn *noopConn) QueryContext(_ context.Context, query string, args []driver.
 				r.row[7] = args[i].Value
 			case "expires_at":
 				r.row[8] = args[i].Value
+			case "token":
+				r.row[9] = args[i].Value
 			}
 		}
 		return r, nil
@@ -93,12 +95,12 @@ func (cn *noopConn) ExecContext(_ context.Context, query string, _ []driver.Name
 	return nil, errNoop
 }
 
-// claimColumns are the columns of a claim; a lookup returns the last seven.
-var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at"}
+// claimColumns are the columns of a claim; a lookup returns the last eight.
+var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token"}
 
 // noopRows is one row of a claim, or of a lookup when record is set.
 type noopRows struct {
-	row    [9]driver.Value
+	row    [10]driver.Value
 	record bool
 	done   bool
 }

@@ -426,11 +426,8 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 		case "token":
 			return token
 		case "lock_id":
-			h := sha256.New()
-			h.Write([]byte(b.table))
-			h.Write([]byte{0})
-			h.Write(k)
-			return int64(binary.BigEndian.Uint64(h.Sum(nil)))
+			sum := sha256.Sum256(k)
+			return int64(binary.BigEndian.Uint64(sum[:8]))
 		}
 		return nil
 	}
@@ -448,8 +445,9 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 		won, busy                    bool
 		hash, header, body, sum      []byte
 		status, createdAt, expiresAt sql.NullInt64
+		owner                        sql.NullInt64
 	)
-	if err := tx.QueryRowContext(ctx, claim.SQL, args...).Scan(&won, &busy, &hash, &status, &header, &body, &sum, &createdAt, &expiresAt); err != nil {
+	if err := tx.QueryRowContext(ctx, claim.SQL, args...).Scan(&won, &busy, &hash, &status, &header, &body, &sum, &createdAt, &expiresAt, &owner); err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
 	if !won {
