@@ -164,7 +164,7 @@ func (s *Store) decide(key, requestHash []byte, rec *record) (Result, error) {
 }
 
 func (s *Store) result(o Outcome, rec *record) Result {
-	return Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), ExpiresAt: time.UnixMicro(rec.expiresAt)}
+	return Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), ExpiresAt: time.UnixMicro(rec.expiresAt), token: rec.token}
 }
 
 // lockID derives the 64-bit lock number of a key, the same in every process.

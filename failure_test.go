@@ -58,7 +58,15 @@ func TestDroppedConnection(t *testing.T) {
 				name = "inside fn"
 			}
 			t.Run(name, func(t *testing.T) {
-				e := setup(t, tg)
+				// The server ends the killed session's transaction, and
+				// frees its claim, on its own time: the DoTx below may
+				// start while it is still at it, and then waits for the
+				// claim. That takes milliseconds, even on a loaded
+				// machine; a claim the server never freed would hold the
+				// key for good, and DoTx would answer InFlight after the
+				// lock timeout. 10 s, rather than the default second,
+				// leaves the server all the room a busy machine needs.
+				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
 				tx := e.begin(t, nil)
 				_, err := e.store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 					if inFn {
@@ -95,18 +103,26 @@ func TestDroppedConnection(t *testing.T) {
 
 // cutProxy is a TCP proxy that can cut a connection at its next COMMIT:
 // after passing the COMMIT on, so that the server commits but its reply is
-// lost, or before, so that nothing commits and the client cannot tell.
+// lost, or before, so that nothing commits and the client cannot tell; or it
+// cuts the client off and holds the COMMIT back until another connection
+// sends an INSERT, so that the commit lands after the client gave up on it.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	mode   atomic.Int32
 	wg     sync.WaitGroup
+	// insert is closed at the first INSERT that a connection other than
+	// the cut one sends after a cutLateCommit.
+	insert    chan struct{}
+	insertOne sync.Once
+	holding   atomic.Bool
 }
 
 const (
 	cutNothing = iota
 	cutAfterCommit
 	cutBeforeCommit
+	cutLateCommit
 )
 
 func startProxy(t *testing.T, target string) *cutProxy {
@@ -115,7 +131,7 @@ func startProxy(t *testing.T, target string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target}
+	p := &cutProxy{ln: ln, target: target, insert: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() {
@@ -138,8 +154,10 @@ func (p *cutProxy) serve() {
 			continue
 		}
 		p.wg.Add(2)
+		replied := make(chan struct{})
 		go func() { // server to client, as it is
 			defer p.wg.Done()
+			defer close(replied)
 			_, _ = io.Copy(client, server)
 			client.Close()
 		}()
@@ -152,9 +170,16 @@ func (p *cutProxy) serve() {
 				n, err := client.Read(buf)
 				if n > 0 {
 					chunk := buf[:n]
+					if p.holding.Load() && bytes.Contains(bytes.ToLower(chunk), []byte("insert")) {
+						p.insertOne.Do(func() { close(p.insert) })
+					}
 					mode := p.mode.Load()
 					commit := mode != cutNothing && bytes.Contains(bytes.ToLower(chunk), []byte("commit"))
 					if commit && p.mode.CompareAndSwap(mode, cutNothing) && mode == cutBeforeCommit {
+						return
+					}
+					if commit && mode == cutLateCommit {
+						p.commitLate(client, server, chunk, replied)
 						return
 					}
 					if _, werr := server.Write(chunk); werr != nil {
@@ -169,6 +194,26 @@ func (p *cutProxy) serve() {
 				}
 			}
 		}()
+	}
+}
+
+// commitLate cuts the client off, waits for another connection's INSERT (the
+// claim of the client's next attempt, sent after it looked the key up and
+// found nothing), then passes the COMMIT on and waits for the server to
+// answer it. The waits are bounded so that a test that goes wrong ends.
+func (p *cutProxy) commitLate(client, server net.Conn, commit []byte, replied <-chan struct{}) {
+	client.Close()
+	p.holding.Store(true)
+	select {
+	case <-p.insert:
+	case <-time.After(30 * time.Second):
+	}
+	if _, err := server.Write(commit); err != nil {
+		return
+	}
+	select {
+	case <-replied:
+	case <-time.After(30 * time.Second):
 	}
 }
 
@@ -211,9 +256,23 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 		}{
 			{"the server committed", cutAfterCommit, 1},
 			{"the commit never arrived", cutBeforeCommit, 2},
+			// The commit lands after DoTx looked the key up and found
+			// nothing: the next attempt's claim waits for the first
+			// one's session, then finds its record, which is this
+			// request's own, and answers Claimed, not Replay, without
+			// running fn again.
+			{"the commit landed after the lookup", cutLateCommit, 1},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				e := setup(t, tg)
+				// When the proxy cuts the connection before the COMMIT,
+				// the server rolls the session back once it sees the
+				// connection closed, and DoTx's second attempt may wait
+				// for that session's claim meanwhile: milliseconds, even
+				// on a loaded machine, while a claim the server never
+				// freed would make DoTx answer InFlight after the lock
+				// timeout. 10 s, rather than the default second, leaves
+				// the server all the room a busy machine needs.
+				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
 				var p *cutProxy
 				dsn := throughProxy(t, tg, e.dsn, func(target string) string {
 					p = startProxy(t, target)
@@ -256,6 +315,9 @@ func TestPostgresLockTimeoutUntouched(t *testing.T) {
 		if tg.dialect.Name() != "postgres" {
 			t.Skip("PostgreSQL only")
 		}
+		// The claim of "held" waits the 100 ms lock timeout for a holder
+		// that ends only after the loop, and answers InFlight however
+		// long load makes that wait; the other claims wait for nothing.
 		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
 		e.db.SetMaxOpenConns(2)
 		ctx := context.Background()
@@ -297,7 +359,10 @@ func TestPostgresLockTimeoutUntouched(t *testing.T) {
 
 // TestSQLiteWithoutRecommendedDSN opens SQLite without _txlock=immediate and
 // with a short busy timeout, the way many services do: concurrent writers
-// get ErrRetry, DoTx gets them through, and no outcome is ever wrong.
+// get ErrRetry, DoTx gets them through, and no outcome is ever wrong. The
+// 20 ms busy timeout bounds nothing the test checks: on a loaded machine
+// more attempts run out of it, and a call whose attempts all do is counted,
+// not failed.
 func TestSQLiteWithoutRecommendedDSN(t *testing.T) {
 	for _, params := range []string{"_pragma=busy_timeout(20)", "_pragma=busy_timeout(20)&_pragma=journal_mode(WAL)"} {
 		t.Run(params, func(t *testing.T) {

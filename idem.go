@@ -82,6 +82,8 @@ type Result struct {
 	// record stops counting, by the Store's clock. They are zero for an
 	// InFlight key whose record is not visible.
 	CreatedAt, ExpiresAt time.Time
+
+	token int64 // the claim that wrote the record answered from
 }
 
 // Func is the work that a key protects. It runs in the caller's transaction

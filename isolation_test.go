@@ -24,7 +24,8 @@ func (e *env) hold(t *testing.T, key string) *sql.Tx {
 }
 
 // after runs f in d, in the background, and waits for it at the end of the
-// test.
+// test. d is a delay, not a bound: load may stretch it, and every caller
+// says why its test still holds when it does.
 func after(t *testing.T, d time.Duration, f func() error) {
 	t.Helper()
 	done := make(chan struct{})
@@ -96,6 +97,10 @@ func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
 		e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
 		holder := e.hold(t, "k")
 		tx := e.begin(t, opts)
+		// The commit comes 200 ms from now, 50 times inside the 10 s
+		// lock timeout, so the claim normally sees it while it waits.
+		// Nothing fails if load delays it: every answer to a lost race
+		// (Replay, InFlight after the timeout, ErrRetry) is accepted.
 		after(t, 200*time.Millisecond, holder.Commit)
 		res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
 		lostRace(t, res, err)
@@ -289,6 +294,13 @@ func testMySQLIsolation(t *testing.T, tg target) {
 			}()
 		}
 		started.Wait()
+		// The holder rolls back 300 ms from now. A waiter whose claim
+		// reaches the server only after that, on a loaded machine, waits
+		// for the winner instead and Replays, which is accepted. Each
+		// waits for the rollback, 300 ms plus what load adds, and then
+		// at most for the winner's commit, milliseconds later: far
+		// inside the 10 s lock timeout. Only a waiter that missed both
+		// would answer InFlight, and fail, after those 10 s.
 		after(t, 300*time.Millisecond, func() error { defer close(rollback); return holder.Rollback() })
 		wg.Wait()
 		<-rollback

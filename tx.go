@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -61,6 +62,7 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 		err      error
 		wait     time.Duration
 		attempts int
+		late     []int64 // tokens of attempts whose commit may yet land
 	)
 	for attempts < maxAttempts {
 		if attempts > 0 {
@@ -72,7 +74,7 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 		}
 		attempts++
 		var w time.Duration
-		res, w, err = s.attemptTx(ctx, db, opts, key, reqHash, fn)
+		res, w, err = s.attemptTx(ctx, db, opts, key, reqHash, fn, &late)
 		wait += w
 		if !errors.Is(err, ErrRetry) {
 			break
@@ -100,7 +102,13 @@ func (s *Store) answerFinished(ctx context.Context, db *sql.DB, key string, reqH
 }
 
 // attemptTx is one attempt of DoTx. It also returns how long the claim took.
-func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, time.Duration, error) {
+//
+// late holds the claim tokens of earlier attempts whose commit failed with
+// its outcome open and whose record was not found afterwards. A COMMIT that
+// reached the server may still run after that lookup, so a record with one
+// of those tokens is this request's own: its response is answered as
+// Claimed, not as a Replay of some other request. attemptTx adds to it.
+func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func, late *[]int64) (Result, time.Duration, error) {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return Result{}, 0, s.wrap("begin", err)
@@ -113,6 +121,10 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 	}()
 	v := s.newValues(key, reqHash)
 	res, wait, err := s.do(ctx, tx, v, fn)
+	if err == nil && res.Outcome == Replay && slices.Contains(*late, res.token) {
+		res.Outcome = Claimed
+		return res, wait, nil
+	}
 	if err != nil || res.Outcome != Claimed {
 		return res, wait, err
 	}
@@ -125,6 +137,9 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 		return Result{}, wait, s.wrap("commit", cerr)
 	}
 	res, err = s.resolveCommit(ctx, db, v, res, cerr)
+	if errors.Is(err, ErrRetry) {
+		*late = append(*late, v.token)
+	}
 	return res, wait, err
 }
 

@@ -29,7 +29,11 @@ import (
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
-// sqliteParams are the connection settings the SQLite dialect asks for.
+// sqliteParams are the connection settings the SQLite dialect asks for. The
+// busy timeout, 10 s, is how long a transaction waits at BEGIN for the write
+// lock: a request that holds it on purpose (TestInFlight) lets go within
+// 300 ms, and the load test gives SQLite one connection, so that requests
+// queue in database/sql and never wait here.
 const sqliteParams = "_txlock=immediate&_pragma=busy_timeout(10000)"
 
 // target is one database and driver the middleware runs against.
@@ -238,7 +242,11 @@ type reply struct {
 // client sends each request on a connection of its own: net/http's
 // Transport resends a request that carries an Idempotency-Key when a reused
 // connection fails, which would hide a lost response from the tests. It
-// honours Expect: 100-continue, which the tests of oversized bodies send.
+// honours Expect: 100-continue, which the tests of oversized bodies send:
+// it holds the body back until the server asks for it or answers, for up to
+// 5 s. The middleware refuses an oversized body from its Content-Length
+// alone, in milliseconds even on a loaded machine; only a server silent for
+// 5 s would get the body sent anyway.
 var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, ExpectContinueTimeout: 5 * time.Second}}
 
 // send sends a request with the key (none if key is empty) and body.

@@ -238,6 +238,9 @@ func rawPost(t *testing.T, addr, key, tenant, body string) int {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// A connection on loopback and one short exchange take milliseconds,
+	// even on a loaded machine. The 5 s and 10 s only turn a server that
+	// never answers into a failure instead of a hang.
 	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}

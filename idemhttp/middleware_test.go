@@ -209,6 +209,10 @@ func TestRequestBody(t *testing.T) {
 
 func TestInFlight(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
+		// Where the second request sees the key in flight, it waits the
+		// 200 ms lock timeout (1 s on MariaDB) for a first request that
+		// is released only after both 409s, so no load can let the
+		// wait see it end; nothing is timed.
 		e := setup(t, tg, idem.WithLockTimeout(200*time.Millisecond))
 		started, release := make(chan struct{}), make(chan struct{})
 		var held atomic.Bool
@@ -233,7 +237,13 @@ func TestInFlight(t *testing.T) {
 		<-started
 		if tg.dialect.Name() == "sqlite" {
 			// SQLite has no InFlight: the second request waits at BEGIN
-			// for the first to finish, then replays it.
+			// for the first to finish, then replays it. The first is
+			// released 300 ms from now, and the second waits for it up
+			// to the 10 s busy timeout of sqliteParams, for each of
+			// DoTx's attempts: load may stretch the 300 ms many times
+			// over and the second still gets the lock. (If load delays
+			// the second request past the release, it replays without
+			// waiting, which passes too.)
 			time.AfterFunc(300*time.Millisecond, func() { close(release) })
 			second := send(t, srv, "POST", "/orders", "k", "book")
 			first := <-done
