@@ -35,8 +35,9 @@ const (
 // connection drops before the reply, DoTx looks the key up instead of
 // guessing: if this attempt's record is there, the commit happened and the
 // result is Claimed; if another request's record is there, DoTx answers from
-// it; if there is none, nothing was committed and DoTx tries again. If the
-// lookup fails too, it returns ErrCommitUnknown.
+// it; if there is none, nothing was committed yet and DoTx tries again, and
+// should the commit land after all, the next attempt finds that record and
+// answers Claimed too. If the lookup fails, it returns ErrCommitUnknown.
 //
 // With WithLookupFirst, DoTx first reads the key's record outside any
 // transaction, and answers a retry of a finished request from it.

@@ -113,13 +113,7 @@ func TestStreamingResponseStopsAtTheLimit(t *testing.T) {
 				if !errors.Is(run.errAgain, idem.ErrResponseTooLarge) || run.capAfter != 0 {
 					t.Errorf("after the failure, Write = %v and the buffer holds %d bytes; want the same error and the body let go", run.errAgain, run.capAfter)
 				}
-				if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrResponseTooLarge) {
-					t.Errorf("ErrorHook got %v, want ErrResponseTooLarge", errs)
-				}
-				if n := e.effectCount(t); n != 0 {
-					t.Errorf("%d effect rows, want 0: the request is undone", n)
-				}
-				e.wantNoRecord(t, "", "k")
+				e.wantTooLargeUndone(t, &h, "k")
 
 				// The key is free: a response that fits runs and is stored.
 				s.status.Store(http.StatusOK)

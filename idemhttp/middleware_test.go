@@ -320,6 +320,20 @@ func TestStorePolicy(t *testing.T) {
 	})
 }
 
+// wantTooLargeUndone checks what a response over the limit leaves behind:
+// the ErrorHook told of ErrResponseTooLarge, no effect row and no record of
+// key.
+func (e *env) wantTooLargeUndone(t *testing.T, h *hook, key string) {
+	t.Helper()
+	if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrResponseTooLarge) {
+		t.Errorf("ErrorHook got %v, want ErrResponseTooLarge", errs)
+	}
+	if n := e.effectCount(t); n != 0 {
+		t.Errorf("%d effect rows, want 0: the request is undone", n)
+	}
+	e.wantNoRecord(t, "", key)
+}
+
 func TestResponseTooLarge(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithMaxResponseBytes(300))
@@ -334,13 +348,7 @@ func TestResponseTooLarge(t *testing.T) {
 		}), h.option())
 
 		wantProblem(t, send(t, srv, "POST", "/orders", "k", ""), http.StatusInternalServerError, "response-too-large", "")
-		if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrResponseTooLarge) {
-			t.Errorf("ErrorHook got %v, want ErrResponseTooLarge", errs)
-		}
-		if n := e.effectCount(t); n != 0 {
-			t.Errorf("%d effect rows, want 0: the request is undone", n)
-		}
-		e.wantNoRecord(t, "", "k")
+		e.wantTooLargeUndone(t, &h, "k")
 
 		// A 5xx is not stored, but it is held in memory all the same, so the
 		// same limit holds: over it, the same problem.

@@ -29,7 +29,9 @@ import (
 // answering InFlight with the transaction still usable, lost races under
 // REPEATABLE READ and SERIALIZABLE, expiry with one winner, purge, keys
 // compared byte for byte, bad input, large responses, damaged records,
-// refusals, DoTx with WithLookupFirst, and a race of 32 goroutines. A
+// refusals, DoTx with WithLookupFirst, completions and abandons guarded by
+// the claim's token after the server ended the transaction, and a race of 32
+// goroutines. A
 // database that lets one transaction write at a time, such as SQLite, skips
 // the two properties that need two writers at once, and says so.
 func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) {
