@@ -27,7 +27,8 @@ import (
 // mismatch, an error that stores nothing, rollback freeing the key, a
 // concurrent claim that waits and then replays or claims, the lock timeout
 // answering InFlight with the transaction still usable, lost races under
-// REPEATABLE READ and SERIALIZABLE, expiry with one winner, purge, keys
+// REPEATABLE READ and SERIALIZABLE, expiry with one winner, a takeover that
+// checks the expiry, purge, keys
 // compared byte for byte, bad input, large responses, damaged records,
 // refusals, DoTx with WithLookupFirst, completions and abandons guarded by
 // the claim's token after the server ended the transaction, and a race of 32
@@ -51,6 +52,7 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 		{"LockTimeoutAnswersInFlight", testLockTimeout},
 		{"StricterIsolation", testIsolation},
 		{"ExpiryHasOneWinner", testExpiry},
+		{"TakeoverChecksExpiry", testTakeoverChecksExpiry},
 		{"LookupFirst", testLookupFirst},
 		{"Purge", testPurge},
 		{"KeysAreBytes", testKeysAreBytes},
