@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
@@ -17,20 +16,8 @@ import (
 // "fault target".
 const brokenChildEnv = "IDEM_BROKEN_DIALECT_CHILD"
 
-// broken is a built-in dialect with one of the mistakes that
-// idemtest.TestDialect exists to catch.
-type broken struct {
-	idem.Dialect
-	fault func(*idem.Statements)
-}
-
-func (b broken) Statements(table string, lockTimeout time.Duration) idem.Statements {
-	st := b.Dialect.Statements(table, lockTimeout)
-	b.fault(&st)
-	return st
-}
-
-// The faults, each with the property of TestDialect that must fail it.
+// The faults that idemtest.TestDialect exists to catch, each with the
+// property that must fail a built-in dialect given it.
 var faults = []struct {
 	name, property string
 	apply          func(*idem.Statements)
@@ -62,7 +49,7 @@ func TestDialectCatchesBrokenDialects(t *testing.T) {
 				if _, ok := healthy.Queries()["takeover"]; !ok && f.name == "unchecked-takeover" {
 					t.Skip("the dialect has no Takeover statement")
 				}
-				store, err := idem.New(broken{tg.dialect, f.apply})
+				store, err := idem.New(badStatements{tg.dialect, f.apply})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -105,7 +92,7 @@ func TestBrokenDialectChild(t *testing.T) {
 	for _, f := range faults {
 		for _, tg := range targets() {
 			if f.name == fault && tg.name == name {
-				idemtest.TestDialect(t, broken{tg.dialect, f.apply}, tg.open)
+				idemtest.TestDialect(t, badStatements{tg.dialect, f.apply}, tg.open)
 				return
 			}
 		}

@@ -24,10 +24,6 @@ const (
 // claimKey runs the claim until it settles: Claimed (claimed is true), or
 // another outcome from the record it found.
 func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
-	v.token = s.newToken()
-	if s.claim.uses(paramLockID) {
-		v.lockID = lockID(v.key)
-	}
 	var (
 		deadline time.Time
 		poll     = pollMin

@@ -281,16 +281,21 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	return res, err
 }
 
-// newValues returns the values of one call for key and reqHash, stamped with
-// the Store's clock.
+// newValues returns the values of one claim of key for reqHash, stamped with
+// the Store's clock, a new claim token and the key's lock number.
 func (s *Store) newValues(key string, reqHash []byte) *values {
 	now := s.clock().UnixMicro()
-	return &values{
+	v := &values{
 		key:         []byte(key),
 		requestHash: reqHash,
 		createdAt:   now,
 		expiresAt:   addMicros(now, s.retention),
+		token:       s.newToken(),
 	}
+	if s.claim.uses(paramLockID) {
+		v.lockID = lockID(v.key)
+	}
+	return v
 }
 
 // do is Do after its arguments were checked. It also returns how long the

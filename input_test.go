@@ -176,7 +176,7 @@ func TestEmptyResponseReplays(t *testing.T) {
 	}
 }
 
-// badStatements is the SQLite dialect with one statement changed.
+// badStatements is a built-in dialect with its statements changed.
 type badStatements struct {
 	idem.Dialect
 	change func(*idem.Statements)

@@ -66,8 +66,6 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 
 	// The request hash only fills the claim's insert, which is rolled back.
 	v := s.newValues(key, []byte{0})
-	v.token = s.newToken()
-	v.lockID = lockID(v.key)
 	rec, claimed, busy, err := s.runClaim(ctx, tx, v)
 	switch {
 	case err != nil && s.d.Classify(err) == ErrorLockTimeout, busy:

@@ -69,8 +69,6 @@ func newMiddleware(store *idem.Store, db *sql.DB, opts []Option) (*middleware, e
 	if store == nil {
 		errs = append(errs, errors.New("idemhttp: nil store"))
 	}
-	// A response is held in memory up to the size the Store would store.
-	m.cfg.maxResponse = store.MaxResponseBytes()
 	if db == nil {
 		errs = append(errs, errors.New("idemhttp: nil database"))
 	}
@@ -169,7 +167,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var c *capture // the attempt that ran last
 	res, err := h.store.DoTx(r.Context(), h.db, cfg.txOptions, StoredKey(scope, key), hash,
 		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			c = newCapture(cfg.maxResponse, cfg.storedSize)
+			// A response is held in memory up to the size the Store stores.
+			c = newCapture(h.store.MaxResponseBytes(), cfg.storedSize)
 			req := r.WithContext(context.WithValue(ctx, txKey{}, tx))
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			req.ContentLength = int64(len(body))

@@ -544,6 +544,44 @@ func TestConflictIs503(t *testing.T) {
 	wantRan(t, send(t, srv, "POST", "/orders", "k", "book"), http.StatusCreated, 1)
 }
 
+// TestHandlerCommitsItself shows what a client gets from a handler that
+// commits the transaction it was given: a 500, since the response could not
+// be stored, and then 409 on every retry, until an operator settles the key
+// (idem.Store.Settle) and the retry replays what was settled.
+func TestHandlerCommitsItself(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg, idem.WithLockTimeout(0))
+		var h hook
+		srv := e.serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tx := idemhttp.Tx(r.Context())
+			if err := e.insert(r.Context(), tx, "committed by the handler"); err != nil {
+				t.Error(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+			w.WriteHeader(http.StatusCreated)
+		}), h.option())
+
+		wantProblem(t, send(t, srv, "POST", "/orders", "k", ""), http.StatusInternalServerError, "internal-error", "")
+		if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrTxEnded) {
+			t.Errorf("ErrorHook got %v, want ErrTxEnded", errs)
+		}
+		wantProblem(t, send(t, srv, "POST", "/orders", "k", ""), http.StatusConflict, "in-flight", "1")
+		settled := idem.Response{Status: http.StatusCreated, Body: []byte("settled")}
+		if err := e.store.Settle(context.Background(), e.db, idemhttp.StoredKey("", "k"), settled); err != nil {
+			t.Fatal(err)
+		}
+		rep := send(t, srv, "POST", "/orders", "k", "")
+		if rep.status != http.StatusCreated || string(rep.body) != "settled" || rep.header.Get(idemhttp.ReplayedHeader) != "true" {
+			t.Errorf("after Settle the retry got %d %q, want the settled 201, replayed", rep.status, rep.body)
+		}
+		if n := e.effectCount(t); n != 1 {
+			t.Errorf("%d effect rows, want the 1 the handler committed", n)
+		}
+	})
+}
+
 func TestNothingLeavesBeforeCommit(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)

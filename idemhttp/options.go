@@ -33,17 +33,16 @@ const (
 type Option func(*config) error
 
 type config struct {
-	header      string
-	methods     []string
-	required    bool
-	scope       func(*http.Request) (string, error)
-	maxBody     int64
-	maxResponse int // the Store's limit on a response; see capture
-	storable    func(status int) bool
-	replay      map[string]bool // canonical header names
-	retryAfter  time.Duration
-	txOptions   *sql.TxOptions
-	onError     func(*http.Request, error)
+	header     string
+	methods    []string
+	required   bool
+	scope      func(*http.Request) (string, error)
+	maxBody    int64
+	storable   func(status int) bool
+	replay     map[string]bool // canonical header names
+	retryAfter time.Duration
+	txOptions  *sql.TxOptions
+	onError    func(*http.Request, error)
 }
 
 func defaultConfig() config {

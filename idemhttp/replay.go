@@ -32,7 +32,7 @@ func (c *config) storedHeader(h http.Header) http.Header {
 // storedSize is the size the Store counts for a response's header h: its
 // allow-listed part, encoded as the Store encodes it.
 func (c *config) storedSize(h http.Header) int {
-	return len(codec.EncodeHeader(c.storedHeader(h)))
+	return codec.HeaderSize(c.storedHeader(h))
 }
 
 // writeResponse sends a response to the client: header on top of what outer

@@ -88,6 +88,30 @@ func EncodeHeader(h http.Header) []byte {
 	return b
 }
 
+// HeaderSize returns len(EncodeHeader(h)) without encoding h.
+func HeaderSize(h http.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := 1 + uvarintLen(len(h))
+	for name, vals := range h {
+		n += uvarintLen(len(name)) + len(name) + uvarintLen(len(vals))
+		for _, v := range vals {
+			n += uvarintLen(len(v)) + len(v)
+		}
+	}
+	return n
+}
+
+// uvarintLen is the number of bytes binary.AppendUvarint writes for n.
+func uvarintLen(n int) int {
+	size := 1
+	for x := uint64(n); x >= 0x80; x >>= 7 {
+		size++
+	}
+	return size
+}
+
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

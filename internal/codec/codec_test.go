@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,24 @@ func TestHeaderRoundTrip(t *testing.T) {
 	}
 	if h, err := DecodeHeader(nil); h != nil || err != nil {
 		t.Errorf("DecodeHeader(nil) = %v, %v", h, err)
+	}
+}
+
+// TestHeaderSize checks HeaderSize against the encoding itself, with
+// lengths and counts on both sides of each varint byte boundary.
+func TestHeaderSize(t *testing.T) {
+	many := make([]string, 130)
+	for _, h := range []http.Header{
+		nil,
+		{},
+		{"Content-Type": {"application/json"}},
+		{"A": {""}, "B": {"1", "2", ""}, "C": {}},
+		{strings.Repeat("n", 127): {strings.Repeat("v", 128)}},
+		{"Big": {strings.Repeat("v", 16383), strings.Repeat("w", 16384)}, "Many": many},
+	} {
+		if got, want := HeaderSize(h), len(EncodeHeader(h)); got != want {
+			t.Errorf("HeaderSize = %d, want len(EncodeHeader) = %d", got, want)
+		}
 	}
 }
 
