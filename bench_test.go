@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -30,25 +29,17 @@ const benchClients = 16
 // benchTargets lists the databases the benchmarks reach, and a skipped
 // benchmark for each server that is not set.
 func benchTargets(b *testing.B, f func(b *testing.B, tg target, db *sql.DB)) {
-	dir := b.TempDir()
-	lite := sqliteTarget("")
-	liteDSN := "file:" + filepath.Join(dir, "bench.db") + "?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-	lite.dsn = func(*testing.T) string { return liteDSN }
-	ts := []target{lite}
+	ts := []target{dbtest.SQLite("_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")}
 	for _, tg := range targets()[1:] {
 		// MariaDB with interpolateParams, which saves a round trip per
 		// statement (see docs/performance.md).
-		if tg.dialect.Name() != "mysql" || strings.Contains(tg.name, "interpolate") {
+		if tg.Family != "mysql" || strings.Contains(tg.Name, "interpolate") {
 			ts = append(ts, tg)
 		}
 	}
 	for _, tg := range ts {
-		b.Run(tg.name, func(b *testing.B) {
-			db, err := sql.Open(tg.driver, tg.dsn(nil))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
+		b.Run(tg.Name, func(b *testing.B) {
+			db := tg.Open(b)
 			db.SetMaxOpenConns(benchClients)
 			db.SetMaxIdleConns(benchClients)
 			f(b, tg, db)
@@ -56,41 +47,6 @@ func benchTargets(b *testing.B, f func(b *testing.B, tg target, db *sql.DB)) {
 	}
 	for _, u := range dbtest.Missing() {
 		b.Run(u.Name, func(b *testing.B) { b.Skip(u.Reason) })
-	}
-}
-
-// benchSetup makes a store on a table of its own in db and an effect table,
-// both dropped at the end of b.
-func benchSetup(b *testing.B, tg target, db *sql.DB) (*idem.Store, string) {
-	b.Helper()
-	suffix := randomName()
-	table, effects := "idem_"+suffix, "effects_"+suffix
-	store, err := idem.New(tg.dialect, idem.WithTable(table))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := store.Migrate(ctx, db); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, sprintf(tg.effectDDL, effects)); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		for _, t := range []string{table, effects} {
-			_, _ = db.ExecContext(context.Background(), "DROP TABLE "+t)
-		}
-	})
-	return store, sprintf(tg.insertEffect, effects)
-}
-
-// orderFunc inserts one order row per call.
-func orderFunc(insert string, key string) idem.Func {
-	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		if _, err := tx.ExecContext(ctx, insert, []byte(key), "order"); err != nil {
-			return idem.Response{}, err
-		}
-		return created, nil
 	}
 }
 
@@ -120,15 +76,15 @@ func doOnce(b *testing.B, db *sql.DB, store *idem.Store, key string, fn idem.Fun
 // INSERT, from 16 concurrent clients: BEGIN, claim, INSERT, complete, COMMIT.
 func BenchmarkClaimed(b *testing.B) {
 	benchTargets(b, func(b *testing.B, tg target, db *sql.DB) {
-		store, insert := benchSetup(b, tg, db)
-		prefix := randomName()
+		e := dbtest.Setup(b, tg.Dialect, db)
+		prefix := dbtest.RandomName()
 		var n atomic.Int64
 		b.SetParallelism(max(1, benchClients/parallelism()))
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				key := prefix + strconv.FormatInt(n.Add(1), 10)
-				doOnce(b, db, store, key, orderFunc(insert, key), idem.Claimed)
+				doOnce(b, db, e.Store, key, e.Effect(key, created), idem.Claimed)
 			}
 		})
 	})
@@ -138,12 +94,12 @@ func BenchmarkClaimed(b *testing.B) {
 // SQLite the lookup), ROLLBACK.
 func BenchmarkReplay(b *testing.B) {
 	benchTargets(b, func(b *testing.B, tg target, db *sql.DB) {
-		store, insert := benchSetup(b, tg, db)
+		e := dbtest.Setup(b, tg.Dialect, db)
 		const keys = 1000
-		prefix := randomName()
+		prefix := dbtest.RandomName()
 		for i := range keys {
 			key := prefix + strconv.Itoa(i)
-			doOnce(b, db, store, key, orderFunc(insert, key), idem.Claimed)
+			doOnce(b, db, e.Store, key, e.Effect(key, created), idem.Claimed)
 		}
 		var n atomic.Int64
 		b.SetParallelism(max(1, benchClients/parallelism()))
@@ -151,7 +107,7 @@ func BenchmarkReplay(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				key := prefix + strconv.FormatInt(n.Add(1)%keys, 10)
-				doOnce(b, db, store, key, mustNotRunB(b), idem.Replay)
+				doOnce(b, db, e.Store, key, mustNotRunB(b), idem.Replay)
 			}
 		})
 	})
@@ -160,8 +116,8 @@ func BenchmarkReplay(b *testing.B) {
 // BenchmarkBareTx is the same effect without idem: BEGIN, INSERT, COMMIT.
 func BenchmarkBareTx(b *testing.B) {
 	benchTargets(b, func(b *testing.B, tg target, db *sql.DB) {
-		_, insert := benchSetup(b, tg, db)
-		prefix := randomName()
+		orders := dbtest.Setup(b, tg.Dialect, db).Effects
+		prefix := dbtest.RandomName()
 		var n atomic.Int64
 		b.SetParallelism(max(1, benchClients/parallelism()))
 		b.ResetTimer()
@@ -174,7 +130,7 @@ func BenchmarkBareTx(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				if _, err := tx.ExecContext(ctx, insert, []byte(key), "order"); err != nil {
+				if err := orders.Insert(ctx, tx, key, "order"); err != nil {
 					_ = tx.Rollback()
 					b.Error(err)
 					return

@@ -23,7 +23,34 @@ const (
 
 // claimKey runs the claim until it settles: Claimed (claimed is true), or
 // another outcome from the record it found.
-func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
+func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result, claimed bool, err error) {
+	err = s.withLockWait(ctx, tx, func() error {
+		res, claimed, err = s.settleClaim(ctx, tx, v)
+		return err
+	})
+	return res, claimed, err
+}
+
+// withLockWait runs f between the dialect's SetLockWait and ResetLockWait,
+// where it has them. The reset is sent whatever f's outcome, and also when
+// ctx is done, so that the session never goes back to its pool with the
+// Store's lock timeout as its own.
+func (s *Store) withLockWait(ctx context.Context, tx *sql.Tx, f func() error) error {
+	if s.setLockWait.query == "" {
+		return f()
+	}
+	if _, err := tx.ExecContext(ctx, s.setLockWait.query); err != nil {
+		return s.wrap("set the lock wait", err)
+	}
+	err := f()
+	if _, rerr := tx.ExecContext(context.WithoutCancel(ctx), s.resetLockWait.query); rerr != nil && err == nil {
+		err = s.wrap("reset the lock wait", rerr)
+	}
+	return err
+}
+
+// settleClaim runs the claim until it settles, as claimKey.
+func (s *Store) settleClaim(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
 	var (
 		deadline time.Time
 		poll     = pollMin
@@ -85,8 +112,14 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (Result, bo
 	return Result{}, false, fmt.Errorf("idem: claim: %w: the key changed hands %d times in a row", ErrRetry, maxUnsettled)
 }
 
-// runClaim runs the claim statement once.
+// runClaim runs the claim once: its write, where the dialect separates it,
+// then the statement that answers.
 func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
+	if s.claimWrite.query != "" {
+		if _, err := tx.ExecContext(ctx, s.claimWrite.query, s.claimWrite.args(v)...); err != nil {
+			return nil, false, false, err
+		}
+	}
 	// One value holds every destination of Scan, so that they escape to
 	// the heap together.
 	var row struct {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // errReplyLost stands for a connection that dropped while a commit's reply
@@ -98,9 +99,9 @@ func (t *lossyTx) Commit() error {
 // lossyEnv is an env on SQLite whose connections obey ctl.
 func lossyEnv(t *testing.T) (*env, *lossy) {
 	t.Helper()
-	tg := sqliteTarget("")
+	tg := dbtest.SQLite("")
 	ctl := &lossy{}
-	tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
+	tg.Wrap = func(base driver.Driver, dsn string) driver.Connector {
 		return lossyConnector{base: base, dsn: dsn, ctl: ctl}
 	}
 	return setup(t, tg), ctl
@@ -112,17 +113,17 @@ func TestDoTxLostCommitReply(t *testing.T) {
 	t.Run("the commit happened", func(t *testing.T) {
 		e, ctl := lossyEnv(t)
 		runs := 0
-		res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			runs++
 			ctl.commit.Store(loseReply)
-			return e.effect("k", created)(ctx, tx)
+			return e.Effect("k", created)(ctx, tx)
 		})
 		wantOutcome(t, res, err, idem.Claimed)
 		sameResponse(t, res.Response, created)
 		if runs != 1 {
 			t.Errorf("fn ran %d times, want 1: the commit went through", runs)
 		}
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -130,27 +131,27 @@ func TestDoTxLostCommitReply(t *testing.T) {
 	t.Run("the commit did not happen", func(t *testing.T) {
 		e, ctl := lossyEnv(t)
 		runs := 0
-		res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			runs++
 			if runs == 1 {
 				ctl.commit.Store(dropCommit)
 			}
-			return e.effect("k", created)(ctx, tx)
+			return e.Effect("k", created)(ctx, tx)
 		})
 		wantOutcome(t, res, err, idem.Claimed)
 		if runs != 2 {
 			t.Errorf("fn ran %d times, want 2: nothing was committed the first time", runs)
 		}
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
 
 	t.Run("the lookup fails too", func(t *testing.T) {
 		e, ctl := lossyEnv(t)
-		_, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		_, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			ctl.commit.Store(loseReply)
-			resp, err := e.effect("k", created)(ctx, tx)
+			resp, err := e.Effect("k", created)(ctx, tx)
 			ctl.failQueries.Store(true) // after the claim, before the lookup
 			return resp, err
 		})
@@ -158,15 +159,15 @@ func TestDoTxLostCommitReply(t *testing.T) {
 			t.Errorf("DoTx: %v, want ErrCommitUnknown wrapping the commit's error", err)
 		}
 		ctl.failQueries.Store(false)
-		res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, mustNotRun(t))
+		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, mustNotRun(t))
 		wantOutcome(t, res, err, idem.Replay)
 	})
 }
 
 func TestDoTxEndsItsTransaction(t *testing.T) {
 	ctx := context.Background()
-	e := setup(t, sqliteTarget(""))
-	e.db.SetMaxOpenConns(1) // a transaction left open would block the next call
+	e := setup(t, dbtest.SQLite(""))
+	e.DB.SetMaxOpenConns(1) // a transaction left open would block the next call
 
 	t.Run("on a panic", func(t *testing.T) {
 		defer func() {
@@ -174,7 +175,7 @@ func TestDoTxEndsItsTransaction(t *testing.T) {
 				t.Error("DoTx swallowed fn's panic")
 			}
 		}()
-		_, _ = e.store.DoTx(ctx, e.db, nil, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
+		_, _ = e.Store.DoTx(ctx, e.DB, nil, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
 			panic("handler bug")
 		})
 	})
@@ -183,17 +184,17 @@ func TestDoTxEndsItsTransaction(t *testing.T) {
 		fn   idem.Func
 	}{
 		{"on an error", func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, errors.New("no") }},
-		{"on Claimed", e.effect("k", created)},
+		{"on Claimed", e.Effect("k", created)},
 		{"on Replay", mustNotRun(t)},
 	} {
 		t.Run(o.name, func(t *testing.T) {
-			_, _ = e.store.DoTx(ctx, e.db, nil, "k", hashA, o.fn)
-			if n := e.db.Stats().InUse; n != 0 {
+			_, _ = e.Store.DoTx(ctx, e.DB, nil, "k", hashA, o.fn)
+			if n := e.DB.Stats().InUse; n != 0 {
 				t.Errorf("%d connections still in use", n)
 			}
 		})
 	}
-	if n := e.effectCount(t, "k"); n != 1 {
+	if n := e.EffectCount(t, "k"); n != 1 {
 		t.Errorf("%d effect rows, want 1", n)
 	}
 }

@@ -25,6 +25,8 @@ func failureKind(err error) string {
 			return "snapshot conflict 1020"
 		case 1205:
 			return "lock wait timeout 1205"
+		case 9007:
+			return "write conflict 9007"
 		}
 		return ""
 	}

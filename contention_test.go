@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // contentionFull selects the long version of TestContention. It runs for
@@ -45,7 +46,7 @@ func TestContention(t *testing.T) {
 	if *contentionFull {
 		size = fullContention
 	}
-	forEach(t, func(t *testing.T, tg target) {
+	forEachWithTiDB(t, func(t *testing.T, tg target) {
 		settings, skip := contentionSettings(tg)
 		if skip != "" {
 			t.Skip(skip)
@@ -101,7 +102,7 @@ type contentionSetting struct {
 // contentionSettings returns the configurations to run on tg, or why tg is
 // skipped.
 func contentionSettings(tg target) ([]contentionSetting, string) {
-	switch tg.name {
+	switch tg.Name {
 	case "postgres/pq":
 		var ss []contentionSetting
 		for _, level := range []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable} {
@@ -120,6 +121,23 @@ func contentionSettings(tg target) ([]contentionSetting, string) {
 			}
 		}
 		return ss, ""
+	case "mariadb/MySQL":
+		// The MySQL dialect on MariaDB, where it meets MariaDB's own
+		// conflicts (1020) under snapshot isolation.
+		return []contentionSetting{
+			{name: "read-committed", tg: withSession(tg, "innodb_snapshot_isolation=OFF"), opts: &sql.TxOptions{Isolation: sql.LevelReadCommitted}},
+			{name: "repeatable-read/snapshot-isolation-on", tg: withSession(tg, "innodb_snapshot_isolation=ON"), opts: &sql.TxOptions{Isolation: sql.LevelRepeatableRead}},
+		}, ""
+	case "mysql":
+		var ss []contentionSetting
+		for _, level := range []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead} {
+			ss = append(ss, contentionSetting{name: levelName(level), tg: tg, opts: &sql.TxOptions{Isolation: level}})
+		}
+		return ss, ""
+	case "tidb", "tidb/optimistic":
+		// TiDB's optimistic transactions offer its snapshot isolation
+		// alone, which database/sql's default asks for.
+		return []contentionSetting{{name: "default", tg: tg}}, ""
 	case "sqlite":
 		return []contentionSetting{{name: "interrupted", tg: tg, hangUps: true}}, ""
 	}
@@ -136,9 +154,7 @@ func levelName(level sql.IsolationLevel) string {
 // Both values are set explicitly, since newer MariaDB releases default
 // innodb_snapshot_isolation to ON.
 func withSession(tg target, param string) target {
-	dsn := tg.dsn
-	tg.dsn = func(t *testing.T) string { return withParams(dsn(t), param) }
-	return tg
+	return withParams(tg, param)
 }
 
 // ledgerRows sizes SQLite's long write: an update of every row, long
@@ -181,12 +197,12 @@ func newContention(t *testing.T, s contentionSetting, size contentionSize) *cont
 	// One connection per client, a few for the lookups that settle lost
 	// commits, and all kept open so that the session settings are not
 	// sent again and again.
-	e.db.SetMaxOpenConns(size.workers + 4)
-	e.db.SetMaxIdleConns(size.workers + 4)
+	e.DB.SetMaxOpenConns(size.workers + 4)
+	e.DB.SetMaxIdleConns(size.workers + 4)
 	c := &contention{t: t, e: e, opts: s.opts, hangUps: s.hangUps, size: size}
 	accounts := c.createTable("accounts")
 	c.fill(accounts, size.accounts)
-	ph := e.tg.dialect.Placeholder
+	ph := e.Dialect.Placeholder
 	c.read = fmt.Sprintf("SELECT n FROM %s WHERE id = %s", accounts, ph(1))
 	c.update = fmt.Sprintf("UPDATE %s SET n = n + %s WHERE id = %s", accounts, ph(1), ph(2))
 	if s.hangUps {
@@ -199,12 +215,12 @@ func newContention(t *testing.T, s contentionSetting, size contentionSize) *cont
 // createTable creates a table of (id, n) rows for this run, dropped at the
 // end of the test, and returns its name.
 func (c *contention) createTable(prefix string) string {
-	name := prefix + "_" + randomName()
-	if _, err := c.e.db.Exec("CREATE TABLE " + name + " (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
+	name := prefix + "_" + dbtest.RandomName()
+	if _, err := c.e.DB.Exec("CREATE TABLE " + name + " (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() {
-		if _, err := c.e.db.Exec("DROP TABLE " + name); err != nil {
+		if _, err := c.e.DB.Exec("DROP TABLE " + name); err != nil {
 			c.t.Logf("drop %s: %v", name, err)
 		}
 	})
@@ -217,7 +233,7 @@ func (c *contention) fill(table string, rows int) {
 	for i := range values {
 		values[i] = fmt.Sprintf("(%d, 0)", i)
 	}
-	if _, err := c.e.db.Exec("INSERT INTO " + table + " (id, n) VALUES " + strings.Join(values, ", ")); err != nil {
+	if _, err := c.e.DB.Exec("INSERT INTO " + table + " (id, n) VALUES " + strings.Join(values, ", ")); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -226,7 +242,7 @@ func (c *contention) fill(table string, rows int) {
 func (c *contention) fillLedger(rows int) {
 	q := fmt.Sprintf(`WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < %d)
 INSERT INTO %s (id, n) SELECT i, 0 FROM r`, rows, c.ledger)
-	if _, err := c.e.db.Exec(q); err != nil {
+	if _, err := c.e.DB.Exec(q); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -304,22 +320,29 @@ func (c *contention) send(key string, hash []byte) (idem.Result, error) {
 	if rand.N(2) == 0 {
 		ctx, cancel := c.requestContext()
 		defer cancel()
-		return c.e.store.DoTx(ctx, c.e.db, c.opts, key, hash, fn)
+		return c.e.Store.DoTx(ctx, c.e.DB, c.opts, key, hash, fn)
 	}
 	// The transaction is the application's, begun without the request's
 	// context; Do gets the request's, whose clock starts once the
 	// transaction has begun, so that a hang-up ends Do's statements rather
 	// than the wait for SQLite's write lock.
-	tx, err := c.e.db.BeginTx(context.Background(), c.opts)
+	tx, err := c.e.DB.BeginTx(context.Background(), c.opts)
 	if err != nil {
 		return idem.Result{}, err
 	}
 	defer tx.Rollback()
 	ctx, cancel := c.requestContext()
 	defer cancel()
-	res, err := c.e.store.Do(ctx, tx, key, hash, fn)
+	res, err := c.e.Store.Do(ctx, tx, key, hash, fn)
 	if err == nil && res.Outcome == idem.Claimed {
 		err = tx.Commit()
+		// Where the database settles races at commit (TiDB's optimistic
+		// mode), the conflicts come here; an application retries them as
+		// DoTx does.
+		if kind := failureKind(err); kind != "" && c.e.Dialect.Classify(err) == idem.ErrorRetry {
+			c.failures.add(kind + " at commit")
+			err = fmt.Errorf("%w: %w", idem.ErrRetry, err)
+		}
 	}
 	return res, err
 }
@@ -389,8 +412,7 @@ func attemptOf(body []byte) string {
 
 // work is the handler's writes, stopping at the first error.
 func (c *contention) work(ctx context.Context, tx *sql.Tx, key, attempt string) error {
-	insert := sprintf(c.e.tg.insertEffect, c.e.effects)
-	if err := c.exec(ctx, tx, insert, []byte(key), attempt); err != nil {
+	if err := c.statement(ctx, func() error { return c.e.Effects.Insert(ctx, tx, key, attempt) }); err != nil {
 		return err
 	}
 	if err := c.transfer(ctx, tx); err != nil {
@@ -461,7 +483,7 @@ func (c *contention) statement(ctx context.Context, run func() error) error {
 func (c *contention) log(issuing, total time.Duration) {
 	c.t.Logf("%d keys issued in %v, all answered after %v; fn ran %d times",
 		len(c.keys), issuing.Round(time.Millisecond), total.Round(time.Millisecond), c.attempts.Load())
-	c.t.Logf("retryable failures provoked in fn: %v", &c.failures)
+	c.t.Logf("retryable failures provoked in fn or at commit: %v", &c.failures)
 	if c.others.total() > 0 {
 		c.t.Logf("other errors in fn: %v", &c.others)
 	}
@@ -475,14 +497,14 @@ func (c *contention) log(issuing, total time.Duration) {
 // client got, against the effects that committed.
 func (c *contention) check() {
 	ctx := context.Background()
-	effects := c.committedEffects()
+	effects := c.e.Effects.Notes(c.t) // the attempts of the committed effect rows, by key
 	f := findings{t: c.t}
 	for _, key := range c.keys {
 		committed := effects[key]
 		if len(committed) != 1 {
 			f.add("keys without exactly one effect", "%s: %d effects %v", key, len(committed), committed)
 		}
-		res, err := c.e.store.Lookup(ctx, c.e.db, key)
+		res, err := c.e.Store.Lookup(ctx, c.e.DB, key)
 		switch {
 		case err != nil:
 			f.add("keys without a finished record", "%s: Lookup: %v", key, err)
@@ -500,28 +522,4 @@ func (c *contention) check() {
 		}
 	}
 	f.report()
-}
-
-// committedEffects returns the attempts of the committed effect rows, by key.
-func (c *contention) committedEffects() map[string][]string {
-	rows, err := c.e.db.Query("SELECT k, note FROM " + c.e.effects)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer rows.Close()
-	effects := make(map[string][]string)
-	for rows.Next() {
-		var (
-			key     []byte
-			attempt string
-		)
-		if err := rows.Scan(&key, &attempt); err != nil {
-			c.t.Fatal(err)
-		}
-		effects[string(key)] = append(effects[string(key)], attempt)
-	}
-	if err := rows.Err(); err != nil {
-		c.t.Fatal(err)
-	}
-	return effects
 }

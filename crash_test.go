@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The points at which TestProcessDeath kills the process that claimed a key.
@@ -35,21 +36,21 @@ func TestProcessDeath(t *testing.T) {
 				const lockTimeout = 5 * time.Second
 				e := setup(t, tg, idem.WithLockTimeout(lockTimeout))
 				killChild(t, e, point, func() {
-					if point == diesAfterCommit || tg.dialect.Name() == "sqlite" {
+					if point == diesAfterCommit || idem.CapabilitiesOf(tg.Dialect).OneWriter {
 						return // SQLite would wait at BEGIN behind the child
 					}
 					// The child holds the key: a claim that does not
 					// wait finds it in flight.
-					impatient, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLockTimeout(0))
+					impatient, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLockTimeout(0))
 					if err != nil {
 						t.Fatal(err)
 					}
-					res, err := impatient.DoTx(context.Background(), e.db, nil, "k", hashA, mustNotRun(t))
+					res, err := impatient.DoTx(context.Background(), e.DB, nil, "k", hashA, mustNotRun(t))
 					wantOutcome(t, res, err, idem.InFlight)
 				})
 
 				start := time.Now()
-				res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, e.effect("k", created))
+				res, err := e.Store.DoTx(context.Background(), e.DB, nil, "k", hashA, e.Effect("k", created))
 				elapsed := time.Since(start)
 				want := idem.Claimed
 				if point == diesAfterCommit {
@@ -68,7 +69,7 @@ func TestProcessDeath(t *testing.T) {
 				if elapsed > lockTimeout/2 {
 					t.Errorf("the claim after the death took %v: it waited for the dead process", elapsed)
 				}
-				if n := e.effectCount(t, "k"); n != 1 {
+				if n := e.EffectCount(t, "k"); n != 1 {
 					t.Errorf("%d effect rows, want 1", n)
 				}
 			})
@@ -83,11 +84,11 @@ func killChild(t *testing.T, e *env, point string, check func()) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 	cmd.Env = append(os.Environ(),
 		crashChildEnv+"=1",
-		"IDEM_CRASH_DRIVER="+e.tg.driver,
-		"IDEM_CRASH_DSN="+e.dsn,
-		"IDEM_CRASH_DIALECT="+e.tg.dialect.Name(),
-		"IDEM_CRASH_TABLE="+e.table,
-		"IDEM_CRASH_INSERT="+sprintf(e.tg.insertEffect, e.effects),
+		"IDEM_CRASH_DRIVER="+e.tg.Driver,
+		"IDEM_CRASH_DSN="+e.DSN,
+		"IDEM_CRASH_DIALECT="+e.Dialect.Name(),
+		"IDEM_CRASH_TABLE="+e.Table,
+		"IDEM_CRASH_INSERT="+e.Effects.InsertSQL(),
 		"IDEM_CRASH_POINT="+point,
 	)
 	out, err := cmd.StdoutPipe()
@@ -139,7 +140,7 @@ func TestCrashChild(t *testing.T) {
 	if os.Getenv(crashChildEnv) == "" {
 		t.Skip("the child process of TestProcessDeath")
 	}
-	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "sqlite": idem.SQLite()}
+	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "mariadb": idem.MariaDB(), "sqlite": idem.SQLite()}
 	db, err := sql.Open(os.Getenv("IDEM_CRASH_DRIVER"), os.Getenv("IDEM_CRASH_DSN"))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	_, err = store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		die(diesAfterClaim)
-		if _, err := tx.ExecContext(ctx, os.Getenv("IDEM_CRASH_INSERT"), []byte("k"), "from the child"); err != nil {
+		if _, err := tx.ExecContext(ctx, os.Getenv("IDEM_CRASH_INSERT"), dbtest.EffectKey("k"), "from the child"); err != nil {
 			return idem.Response{}, err
 		}
 		die(diesAfterWrite)

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -103,7 +104,9 @@ const (
 // time. The guard makes both statements affect no row instead, which tells
 // the Store that its claim is gone.
 type Statements struct {
-	// Claim is the claim-or-lose statement. It inserts the record {key}
+	// Claim is the claim-or-lose statement. When ClaimWrite is set, it
+	// only reads what ClaimWrite did (see there). Otherwise it inserts the
+	// record {key}
 	// with {request_hash}, {created_at}, {expires_at} and {token}, or, where the
 	// dialect can, takes over a record that has expired ({created_at} is
 	// at or past its expires_at). It returns two columns, claimed and
@@ -117,6 +120,27 @@ type Statements struct {
 	// A claim that waits for a held key and times out returns an error
 	// that Classify reports as ErrorLockTimeout.
 	Claim string
+
+	// ClaimWrite is for a database whose INSERT cannot return rows, such as
+	// MySQL. It inserts the record {key} with {request_hash},
+	// {created_at}, {expires_at} and {token}, or takes over an expired one,
+	// and leaves a live record as it is, waiting for a transaction that
+	// holds the key (see SetLockWait). When it is set, the Store runs it
+	// before Claim, which then only reads the record of {key}, locked
+	// until the transaction ends and as last committed whatever the
+	// transaction's snapshot: claimed is true when the record carries
+	// {token}, busy is false. Leave it empty when Claim writes.
+	ClaimWrite string
+
+	// SetLockWait and ResetLockWait are for a database that bounds a lock
+	// wait only for a whole session, not for one statement. SetLockWait
+	// keeps the session's own bound and sets it to the Store's lock
+	// timeout; ResetLockWait puts the session's own back. The Store runs
+	// SetLockWait before the claim's first statement and ResetLockWait
+	// after the claim has settled, whatever its outcome, so that fn and
+	// the caller's statements wait as they would without idem. They bind
+	// no parameters; set both or neither.
+	SetLockWait, ResetLockWait string
 
 	// Takeover replaces an expired record {key} with {request_hash},
 	// {created_at}, {expires_at} and {token}, clearing the response, provided it
@@ -323,7 +347,78 @@ func isIdent(s string) bool {
 	return true
 }
 
-// numberedPlaceholder returns "<prefix>n", for dialects with numbered markers.
-func numberedPlaceholder(prefix string, n int) string {
+// NumberedPlaceholder returns prefix followed by n, such as "$3" or "?3": the
+// Placeholder of a dialect whose markers are numbered.
+func NumberedPlaceholder(prefix string, n int) string {
 	return prefix + strconv.Itoa(n)
+}
+
+// QuoteTable quotes a table name that WithTable accepted, for the Schema and
+// Statements of a dialect: each part of a schema-qualified name is quoted on
+// its own with quote, so that "app.keys" becomes "app"."keys" with a double
+// quote and `app`.`keys` with a backquote. Quoting keeps a name that is a
+// reserved word (a table called "order") from breaking the SQL, and keeps the
+// case of the name where the database folds unquoted names.
+func QuoteTable(table string, quote byte) string {
+	quoted, _ := quoteTable(table, quote)
+	return quoted
+}
+
+// Capabilities tells a Store's users what they cannot read in a dialect's
+// statements: how its database behaves when several transactions want the
+// same key. idemtest.TestDialect reads them to know which properties apply.
+// A dialect declares them with a method
+//
+//	Capabilities() idem.Capabilities
+//
+// and one without that method has the zero Capabilities, those of a database
+// that runs writers concurrently, as PostgreSQL and MySQL do.
+type Capabilities struct {
+	// OneWriter is true when the database runs one writing transaction
+	// at a time, as SQLite does: a second writer waits at BEGIN (or fails
+	// there), so a claim never meets a key that another transaction
+	// holds, never waits for one, and no two claims race.
+	OneWriter bool
+
+	// ConflictAtCommit is true when a claim neither waits for nor sees a
+	// key that another transaction holds uncommitted, and the database
+	// settles the race at commit instead, as TiDB does in its optimistic
+	// transaction mode: every claimer wins, each fn runs, and all
+	// commits but the first fail with a conflict that Classify reports as
+	// ErrorRetry, undoing their claims and effects. No claim answers
+	// InFlight, and fn may run for one key in several transactions at
+	// once, of which one commits: such a fn must keep to the database.
+	// A dialect whose database can run either way, such as MySQL on TiDB,
+	// declares the way it runs by default; a test of the other way
+	// declares it with a dialect that embeds it.
+	ConflictAtCommit bool
+
+	// MinLockWait is the shortest wait for a held key that the database
+	// may insist on: a claim may wait this long before it answers
+	// InFlight, whatever the lock timeout, also a zero one. It is 1 s for
+	// the MySQL dialect, since MySQL and TiDB accept no
+	// innodb_lock_wait_timeout below 1 s.
+	MinLockWait time.Duration
+}
+
+// CapabilitiesOf returns the Capabilities that d declares.
+func CapabilitiesOf(d Dialect) Capabilities {
+	if c, ok := d.(interface{ Capabilities() Capabilities }); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{}
+}
+
+// TableInspector is an optional interface of a Dialect, for tools that look
+// at a Store's table from outside, such as the idem command: it says whether
+// the table exists and how much room it takes, questions that every
+// database answers from its own catalog. The built-in dialects implement it.
+// table is a name that WithTable accepted, as the Store was given it.
+type TableInspector interface {
+	// TableExists reports whether the table is there.
+	TableExists(ctx context.Context, q Querier, table string) (bool, error)
+
+	// TableSize returns how many bytes the table and its indexes take,
+	// and says how the database measured them.
+	TableSize(ctx context.Context, q Querier, table string) (size int64, how string, err error)
 }

@@ -8,17 +8,21 @@ import (
 	"time"
 )
 
-// MySQL returns the dialect of MariaDB 10.5 or later with InnoDB, for the
-// github.com/go-sql-driver/mysql driver. It relies on two MariaDB features
-// that MySQL 8 lacks, INSERT ... RETURNING and SET STATEMENT, so it does not
-// run on MySQL 8.
+// MySQL returns the dialect of the MySQL family with InnoDB, for the
+// github.com/go-sql-driver/mysql driver: MySQL 8.0 or later, MariaDB 10.5
+// or later, and TiDB. Its statements are those that all of them accept; on
+// MariaDB alone, MariaDB claims in one statement instead of four.
 //
-// The claim is one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING that
-// inserts the record, takes over an expired one, or returns the record that
-// is there, under a per-statement innodb_lock_wait_timeout of the Store's
-// lock timeout rounded up to whole seconds (MariaDB counts no finer). It
-// reads the latest committed record even inside a REPEATABLE READ
-// transaction that read the table before.
+// MySQL and TiDB return no rows from an INSERT and bound a lock wait only
+// per session, so a claim is four statements. It
+// keeps the session's innodb_lock_wait_timeout in the user variable
+// @idem_lock_wait and sets it to the Store's lock timeout, rounded up to
+// whole seconds (InnoDB counts no finer); inserts the record with INSERT ...
+// ON DUPLICATE KEY UPDATE, which takes over an expired record and leaves a
+// live one as it is; puts the session's own timeout back; and reads the
+// record with SELECT ... FOR UPDATE, which reads the latest committed record
+// even inside a REPEATABLE READ transaction that read the table before. The
+// record is this claim's when it carries the claim's token.
 //
 // The claim takes an exclusive lock on an existing record until the caller's
 // transaction ends, also when it only replays, so a concurrent replay of the
@@ -26,22 +30,48 @@ import (
 // byte for byte (VARBINARY), whatever the collation. The server must keep
 // innodb_rollback_on_timeout off, its default, so that a lock wait timeout
 // undoes the claim and not the caller's transaction. Deadlocks (1213) and
-// innodb_snapshot_isolation conflicts (1020) roll back the whole transaction
-// and are returned as ErrRetry; the *sql.Tx then runs in autocommit, which
-// is why Complete and Abandon are guarded by the claim's token. Under
-// SERIALIZABLE, where a plain SELECT locks, the lookup that follows a claim
-// that waited in vain does not wait a second time.
+// MariaDB's innodb_snapshot_isolation conflicts (1020) roll back the whole
+// transaction and are returned as ErrRetry; the *sql.Tx then runs in
+// autocommit, which is why Complete and Abandon are guarded by the claim's
+// token. Under SERIALIZABLE, where a plain SELECT locks, the lookup that
+// follows a claim that waited in vain waits up to the lock timeout again.
+//
+// On TiDB, run idem's transactions in TiDB's pessimistic mode, its default,
+// where a claim waits for a held key as on MySQL. In optimistic mode a claim
+// sees no key that another transaction holds uncommitted: both claims win,
+// both Funcs run, and the second commit fails with a write conflict (9007),
+// which Do and DoTx treat as ErrRetry (see Capabilities.ConflictAtCommit).
+// The key still protects the database's effects, but not a Func's calls to
+// other systems.
 func MySQL() Dialect { return mysql{} }
 
-type mysql struct{}
+type mysql struct{ mysqlFamily }
 
 var _ Dialect = mysql{}
 
 func (mysql) Name() string { return "mysql" }
 
-func (mysql) Placeholder(int) string { return "?" }
+func (mysql) Statements(table string, lockTimeout time.Duration) Statements {
+	st := mysqlStatements(table)
+	t, _ := quoteTable(table, '`')
+	wait := strconv.FormatInt(lockWaitSeconds(lockTimeout), 10)
+	st.SetLockWait = `SET @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ` + wait
+	st.ResetLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_lock_wait`
+	st.Claim = "SELECT token = {token}, 0, " + mysqlRecord + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
+	return st
+}
 
-func (mysql) Schema(table string) []string {
+// Capabilities says that a claim waits at least a second: MySQL and TiDB
+// accept no innodb_lock_wait_timeout below 1.
+func (mysql) Capabilities() Capabilities { return Capabilities{MinLockWait: time.Second} }
+
+// mysqlFamily holds what MySQL and MariaDB share: the table, the
+// placeholders and the meaning of errors.
+type mysqlFamily struct{}
+
+func (mysqlFamily) Placeholder(int) string { return "?" }
+
+func (mysqlFamily) Schema(table string) []string {
 	t, bare := quoteTable(table, '`')
 	return []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	` + "`key`" + `       VARBINARY(512) NOT NULL,
@@ -58,18 +88,21 @@ func (mysql) Schema(table string) []string {
 ) ENGINE=InnoDB`}
 }
 
-func (mysql) Statements(table string, lockTimeout time.Duration) Statements {
+// mysqlRecord lists the record columns.
+const mysqlRecord = `request_hash, status, header, body, checksum, created_at, expires_at, token`
+
+// mysqlStatements returns the statements that MySQL and MariaDB share, with
+// the claim's write in ClaimWrite.
+func mysqlStatements(table string) Statements {
 	t, _ := quoteTable(table, '`')
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
-	r := strings.NewReplacer("{T}", t, "{record}", record, "{K}", "`key`",
-		"{wait}", strconv.FormatInt(lockWaitSeconds(lockTimeout), 10),
+	r := strings.NewReplacer("{T}", t, "{record}", mysqlRecord, "{K}", "`key`",
 		"{expired}", "expires_at <= VALUES(created_at)")
 	return Statements{
 		// ON DUPLICATE KEY UPDATE assigns left to right, so expires_at,
-		// which the condition reads, comes last. On a live record nothing
-		// changes and RETURNING shows the record as it is.
-		Claim: r.Replace(`SET STATEMENT innodb_lock_wait_timeout = {wait} FOR
-INSERT INTO {T} ({K}, request_hash, token, created_at, expires_at)
+		// which the condition reads, comes last. VALUES(col), the value
+		// the INSERT would have written, is deprecated in MySQL 8.0.20
+		// for a row alias that TiDB does not know, and works on all.
+		ClaimWrite: r.Replace(`INSERT INTO {T} ({K}, request_hash, token, created_at, expires_at)
 VALUES ({key}, {request_hash}, {token}, {created_at}, {expires_at})
 ON DUPLICATE KEY UPDATE
 	request_hash = IF({expired}, VALUES(request_hash), request_hash),
@@ -79,14 +112,8 @@ ON DUPLICATE KEY UPDATE
 	checksum     = IF({expired}, NULL, checksum),
 	token        = IF({expired}, VALUES(token), token),
 	created_at   = IF({expired}, VALUES(created_at), created_at),
-	expires_at   = IF({expired}, VALUES(expires_at), expires_at)
-RETURNING token = {token}, 0, {record}`),
-		// A plain SELECT is a locking read in a SERIALIZABLE transaction,
-		// and would wait the session's whole innodb_lock_wait_timeout (50
-		// s by default) behind a transaction that holds the key. Do looks a
-		// key up only after its claim waited, so the lookup does not wait
-		// again: a held record fails at once, and Do answers InFlight.
-		Lookup:   r.Replace(`SET STATEMENT innodb_lock_wait_timeout = 0 FOR SELECT {record} FROM {T} WHERE {K} = {key}`),
+	expires_at   = IF({expired}, VALUES(expires_at), expires_at)`),
+		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {K} = {key}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {K} = {key} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE {K} = {key} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit}`),
@@ -99,21 +126,30 @@ func lockWaitSeconds(d time.Duration) int64 {
 	return min(s, math.MaxInt32)
 }
 
-// MySQL and MariaDB error numbers that a Store acts on.
+// Error numbers of the MySQL family that a Store acts on.
 const (
 	myLockWaitTimeout = 1205
 	myDeadlock        = 1213
 	myCheckRead       = 1020 // MariaDB: record changed since the snapshot
 	myLockNowait      = 3572 // MySQL 8: NOWAIT
+
+	// TiDB's own, each of a transaction that TiDB has rolled back and
+	// that may run again.
+	tidbForUpdateConflict = 8002 // a transaction that read FOR UPDATE met a write conflict
+	tidbStaleWrite        = 8005 // write conflict, txnStartTS is stale
+	tidbRetryable         = 8022 // the commit failed and was rolled back
+	tidbSchemaChanged     = 8028 // the table's schema changed during the transaction
+	tidbWriteConflict     = 9007 // optimistic mode: another transaction committed the key first
 )
 
-func (mysql) Classify(err error) ErrorKind {
+func (mysqlFamily) Classify(err error) ErrorKind {
 	n, ok := mysqlErrorNumber(err)
 	if !ok {
 		return ErrorOther
 	}
 	switch n {
-	case myDeadlock, myCheckRead:
+	case myDeadlock, myCheckRead,
+		tidbForUpdateConflict, tidbStaleWrite, tidbRetryable, tidbSchemaChanged, tidbWriteConflict:
 		return ErrorRetry
 	case myLockWaitTimeout, myLockNowait:
 		return ErrorLockTimeout

@@ -29,7 +29,7 @@ var _ Dialect = postgres{}
 
 func (postgres) Name() string { return "postgres" }
 
-func (postgres) Placeholder(n int) string { return numberedPlaceholder("$", n) }
+func (postgres) Placeholder(n int) string { return NumberedPlaceholder("$", n) }
 
 func (postgres) Schema(table string) []string {
 	t, bare := quoteTable(table, '"')

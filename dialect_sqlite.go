@@ -30,7 +30,7 @@ var _ Dialect = sqlite{}
 
 func (sqlite) Name() string { return "sqlite" }
 
-func (sqlite) Placeholder(n int) string { return numberedPlaceholder("?", n) }
+func (sqlite) Placeholder(n int) string { return NumberedPlaceholder("?", n) }
 
 func (sqlite) Schema(table string) []string {
 	t, bare := quoteTable(table, '"')
@@ -108,3 +108,6 @@ func (sqlite) Classify(err error) ErrorKind {
 	}
 	return ErrorOther
 }
+
+// Capabilities says that SQLite runs one writer at a time.
+func (sqlite) Capabilities() Capabilities { return Capabilities{OneWriter: true} }

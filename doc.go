@@ -30,7 +30,7 @@
 // The work must return the errors of its statements and leave the
 // transaction to its caller. Everything Do sends after the work is guarded by
 // its own claim, so that a transaction the database ended under it (a
-// deadlock victim on MariaDB, an interrupted statement on SQLite) can never
+// deadlock victim on MySQL or MariaDB, an interrupted statement on SQLite) can never
 // overwrite or delete the record of a duplicate request: Do returns [ErrRetry]
 // instead, and the retry replays the duplicate's response. A key left
 // unfinished by work that committed its transaction itself is settled with
@@ -46,7 +46,8 @@
 //
 // # Databases
 //
-// [Postgres], [MySQL] (MariaDB) and [SQLite] are the built-in dialects; a
+// [Postgres], [MySQL] (MySQL 8 and later, MariaDB, TiDB), [MariaDB] (MariaDB
+// only, in fewer statements) and [SQLite] are the built-in dialects; a
 // [Dialect] for another database is a small interface. The package imports
 // no driver: open the database with the driver you use (lib/pq, pgx's stdlib,
 // go-sql-driver/mysql, modernc.org/sqlite). docs/contract.md in the

@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // killSession ends the database session of tx from another connection, as
@@ -25,19 +26,19 @@ func (e *env) killSession(t *testing.T, tx *sql.Tx) {
 	t.Helper()
 	ctx := context.Background()
 	var id int64
-	switch e.tg.dialect.Name() {
+	switch e.tg.Family {
 	case "postgres":
 		if err := tx.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.db.ExecContext(ctx, "SELECT pg_terminate_backend($1)", id); err != nil {
+		if _, err := e.DB.ExecContext(ctx, "SELECT pg_terminate_backend($1)", id); err != nil {
 			t.Fatal(err)
 		}
 	case "mysql":
 		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+		if _, err := e.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +49,7 @@ func (e *env) killSession(t *testing.T, tx *sql.Tx) {
 // nothing is half-written, and the retry succeeds.
 func TestDroppedConnection(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		if tg.dialect.Name() == "sqlite" {
+		if tg.Family == "sqlite" {
 			t.Skip("SQLite has no server session to end")
 		}
 		ctx := context.Background()
@@ -67,12 +68,12 @@ func TestDroppedConnection(t *testing.T) {
 				// lock timeout. 10 s, rather than the default second,
 				// leaves the server all the room a busy machine needs.
 				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-				tx := e.begin(t, nil)
-				_, err := e.store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+				tx := e.Begin(t, nil)
+				_, err := e.Store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 					if inFn {
 						e.killSession(t, tx)
 					}
-					return e.effect("k", created)(ctx, tx)
+					return e.Effect("k", created)(ctx, tx)
 				})
 				if !inFn {
 					if err != nil {
@@ -85,15 +86,15 @@ func TestDroppedConnection(t *testing.T) {
 					t.Fatal("the call and the commit succeeded on a dropped connection")
 				}
 				_ = tx.Rollback()
-				if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+				if _, err := e.Store.Lookup(ctx, e.DB, "k"); !errors.Is(err, idem.ErrNotFound) {
 					t.Errorf("Lookup: %v, want ErrNotFound: nothing half-written", err)
 				}
-				if n := e.effectCount(t, "k"); n != 0 {
+				if n := e.EffectCount(t, "k"); n != 0 {
 					t.Errorf("%d effect rows left behind", n)
 				}
-				res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
+				res, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, e.Effect("k", created))
 				wantOutcome(t, res, err, idem.Claimed)
-				if n := e.effectCount(t, "k"); n != 1 {
+				if n := e.EffectCount(t, "k"); n != 1 {
 					t.Errorf("%d effect rows, want 1", n)
 				}
 			})
@@ -221,7 +222,7 @@ func (p *cutProxy) commitLate(client, server net.Conn, commit []byte, replied <-
 // the proxy's, and the server's address.
 func throughProxy(t *testing.T, tg target, dsn string, proxy func(target string) string) string {
 	t.Helper()
-	switch tg.dialect.Name() {
+	switch tg.Family {
 	case "postgres":
 		u, err := url.Parse(dsn)
 		if err != nil {
@@ -237,7 +238,7 @@ func throughProxy(t *testing.T, tg target, dsn string, proxy func(target string)
 		cfg.Addr = proxy(cfg.Addr)
 		return cfg.FormatDSN()
 	}
-	t.Fatalf("no proxy for %s", tg.dialect.Name())
+	t.Fatalf("no proxy for %s", tg.Family)
 	return ""
 }
 
@@ -246,7 +247,7 @@ func throughProxy(t *testing.T, tg target, dsn string, proxy func(target string)
 // must find out from the database what happened, and leave one effect.
 func TestLostCommitReplyOverTCP(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		if tg.dialect.Name() == "sqlite" {
+		if tg.Family == "sqlite" {
 			t.Skip("SQLite has no network between the client and the database")
 		}
 		for _, c := range []struct {
@@ -274,22 +275,22 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 				// the server all the room a busy machine needs.
 				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
 				var p *cutProxy
-				dsn := throughProxy(t, tg, e.dsn, func(target string) string {
+				dsn := throughProxy(t, tg, e.DSN, func(target string) string {
 					p = startProxy(t, target)
 					return p.ln.Addr().String()
 				})
-				db, err := sql.Open(tg.driver, dsn)
+				db, err := sql.Open(tg.Driver, dsn)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer db.Close()
 				runs := 0
-				res, err := e.store.DoTx(context.Background(), db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+				res, err := e.Store.DoTx(context.Background(), db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 					runs++
 					if runs == 1 {
 						p.mode.Store(c.mode)
 					}
-					return e.effect("k", created)(ctx, tx)
+					return e.Effect("k", created)(ctx, tx)
 				})
 				wantOutcome(t, res, err, idem.Claimed)
 				sameResponse(t, res.Response, created)
@@ -299,7 +300,7 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 				if p.mode.Load() != cutNothing {
 					t.Error("the proxy never saw the COMMIT")
 				}
-				if n := e.effectCount(t, "k"); n != 1 {
+				if n := e.EffectCount(t, "k"); n != 1 {
 					t.Errorf("%d effect rows, want 1", n)
 				}
 			})
@@ -312,14 +313,14 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 // pooled session, whatever the outcome.
 func TestPostgresLockTimeoutUntouched(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		if tg.dialect.Name() != "postgres" {
+		if tg.Family != "postgres" {
 			t.Skip("PostgreSQL only")
 		}
 		// The claim of "held" waits the 100 ms lock timeout for a holder
 		// that ends only after the loop, and answers InFlight however
 		// long load makes that wait; the other claims wait for nothing.
 		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
-		e.db.SetMaxOpenConns(2)
+		e.DB.SetMaxOpenConns(2)
 		ctx := context.Background()
 		show := func(q interface {
 			QueryRowContext(context.Context, string, ...any) *sql.Row
@@ -330,16 +331,16 @@ func TestPostgresLockTimeoutUntouched(t *testing.T) {
 			}
 			return v
 		}
-		holder := e.hold(t, "held")
+		holder := e.Hold(t, "held", hashA, created)
 		for _, c := range []struct {
 			key  string
 			want idem.Outcome
 		}{{"k", idem.Claimed}, {"k", idem.Replay}, {"held", idem.InFlight}} {
-			tx := e.begin(t, nil)
+			tx := e.Begin(t, nil)
 			if _, err := tx.ExecContext(ctx, "SET LOCAL lock_timeout = '7s'"); err != nil {
 				t.Fatal(err)
 			}
-			res, err := e.store.Do(ctx, tx, c.key, hashA, e.effect(c.key, created))
+			res, err := e.Store.Do(ctx, tx, c.key, hashA, e.Effect(c.key, created))
 			wantOutcome(t, res, err, c.want)
 			if got := show(tx); got != "7s" {
 				t.Errorf("%v: lock_timeout in the caller's transaction is %q, want the caller's 7s", c.want, got)
@@ -347,7 +348,7 @@ func TestPostgresLockTimeoutUntouched(t *testing.T) {
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			if got := show(e.db); got != "0" {
+			if got := show(e.DB); got != "0" {
 				t.Errorf("%v: lock_timeout of the pooled session is %q, want 0", c.want, got)
 			}
 		}
@@ -366,7 +367,7 @@ func TestPostgresLockTimeoutUntouched(t *testing.T) {
 func TestSQLiteWithoutRecommendedDSN(t *testing.T) {
 	for _, params := range []string{"_pragma=busy_timeout(20)", "_pragma=busy_timeout(20)&_pragma=journal_mode(WAL)"} {
 		t.Run(params, func(t *testing.T) {
-			e := setup(t, sqliteTarget(params))
+			e := setup(t, dbtest.SQLite(params))
 			ctx := context.Background()
 			const workers, keys = 16, 8
 			var (
@@ -383,12 +384,12 @@ func TestSQLiteWithoutRecommendedDSN(t *testing.T) {
 							// Read first, as handlers do: the write that
 							// follows is where SQLite refuses.
 							var n int
-							if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+e.effects).Scan(&n); err != nil {
+							if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+e.Effects.Table).Scan(&n); err != nil {
 								return idem.Response{}, err
 							}
-							return e.effect(key, created)(ctx, tx)
+							return e.Effect(key, created)(ctx, tx)
 						}
-						res, err := e.store.DoTx(ctx, e.db, nil, key, hashA, fn)
+						res, err := e.Store.DoTx(ctx, e.DB, nil, key, hashA, fn)
 						switch {
 						case errors.Is(err, idem.ErrRetry):
 							exhausted.Add(1)
@@ -404,7 +405,7 @@ func TestSQLiteWithoutRecommendedDSN(t *testing.T) {
 			}
 			wg.Wait()
 			for k := 0; k < keys; k++ {
-				if n := e.effectCount(t, fmt.Sprintf("key-%d", k)); n > 1 {
+				if n := e.EffectCount(t, fmt.Sprintf("key-%d", k)); n > 1 {
 					t.Errorf("key-%d: %d effect rows", k, n)
 				}
 			}

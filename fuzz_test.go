@@ -7,12 +7,12 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/codec"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // fuzzMaxResponse is the response limit of FuzzDo's store: small, so that
@@ -48,7 +48,7 @@ func FuzzDo(f *testing.F) {
 		runs := 0
 		fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			runs++
-			return e.effect(k, resp)(ctx, tx)
+			return e.Effect(k, resp)(ctx, tx)
 		}
 
 		var want error
@@ -63,14 +63,14 @@ func FuzzDo(f *testing.F) {
 			want = idem.ErrResponseTooLarge
 		}
 
-		tx, err := e.db.BeginTx(ctx, nil)
+		tx, err := e.DB.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// An input that fails must not leave SQLite's write lock held
 		// for the next one.
 		defer func() { _ = tx.Rollback() }()
-		res, err := e.store.Do(ctx, tx, k, hash, fn)
+		res, err := e.Store.Do(ctx, tx, k, hash, fn)
 		if want != nil {
 			if !errors.Is(err, want) {
 				t.Fatalf("Do = %v, %v; want %v", res.Outcome, err, want)
@@ -106,14 +106,14 @@ func FuzzDo(f *testing.F) {
 		if stored.Body == nil {
 			stored.Body = []byte{}
 		}
-		res, err = e.do(t, k, hash, fn, false)
+		res, err = e.Do(t, k, hash, fn, false)
 		wantOutcome(t, res, err, idem.Replay)
 		if res.Response.Status != stored.Status || !reflect.DeepEqual(res.Response.Header, stored.Header) ||
 			res.Response.Body == nil || !bytes.Equal(res.Response.Body, stored.Body) {
 			t.Fatalf("replay = %d %q %q, want %d %q %q", res.Response.Status, res.Response.Header, res.Response.Body,
 				stored.Status, stored.Header, stored.Body)
 		}
-		if lres, err := e.store.Lookup(ctx, e.db, k); err != nil || lres.Outcome != idem.Replay || !reflect.DeepEqual(lres.Response, res.Response) {
+		if lres, err := e.Store.Lookup(ctx, e.DB, k); err != nil || lres.Outcome != idem.Replay || !reflect.DeepEqual(lres.Response, res.Response) {
 			t.Fatalf("Lookup = %v %+v, %v; want the replay %+v", lres.Outcome, lres.Response, err, res.Response)
 		}
 
@@ -123,7 +123,7 @@ func FuzzDo(f *testing.F) {
 			if len(h) == 0 || len(h) > idem.MaxHashBytes {
 				continue
 			}
-			res, err = e.do(t, k, h, fn, false)
+			res, err = e.Do(t, k, h, fn, false)
 			wantOutcome(t, res, err, idem.Mismatch)
 			if res.Response.Status != 0 || res.Response.Header != nil || res.Response.Body != nil {
 				t.Fatalf("a Mismatch carries a response: %+v", res.Response)
@@ -132,7 +132,7 @@ func FuzzDo(f *testing.F) {
 		if runs != 1 {
 			t.Fatalf("fn ran %d times, want 1", runs)
 		}
-		if n := e.effectCount(t, k); n != 1 {
+		if n := e.EffectCount(t, k); n != 1 {
 			t.Fatalf("%d effect rows, want 1", n)
 		}
 		if n := fuzzRecords(t, e); n != 1 {
@@ -145,34 +145,16 @@ func FuzzDo(f *testing.F) {
 // table for the whole run, which each input clears.
 func fuzzEnv(f *testing.F) *env {
 	f.Helper()
-	tg := sqliteTarget("")
 	// The file is thrown away: no need to wait for the disk.
-	dsn := "file:" + filepath.Join(f.TempDir(), "fuzz.db") + "?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)"
-	db, err := sql.Open(tg.driver, dsn)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { db.Close() })
-	suffix := randomName()
-	e := &env{tg: tg, db: db, dsn: dsn, table: "idem_" + suffix, effects: "effects_" + suffix}
-	if e.store, err = idem.New(tg.dialect, idem.WithTable(e.table), idem.WithMaxResponseBytes(fuzzMaxResponse)); err != nil {
-		f.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := e.store.Migrate(ctx, db); err != nil {
-		f.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, sprintf(tg.effectDDL, e.effects)); err != nil {
-		f.Fatal(err)
-	}
-	return e
+	tg := dbtest.SQLite("_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)")
+	return &env{Env: tg.Setup(f, idem.WithMaxResponseBytes(fuzzMaxResponse)), tg: tg}
 }
 
 // fuzzClear deletes every record and effect row of e.
 func fuzzClear(t *testing.T, e *env) {
 	t.Helper()
-	for _, table := range []string{e.table, e.effects} {
-		if _, err := e.db.ExecContext(context.Background(), "DELETE FROM "+table); err != nil {
+	for _, table := range []string{e.Table, e.Effects.Table} {
+		if _, err := e.DB.ExecContext(context.Background(), "DELETE FROM "+table); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +164,7 @@ func fuzzClear(t *testing.T, e *env) {
 func fuzzRecords(t *testing.T, e *env) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRowContext(context.Background(), "SELECT count(*) FROM "+e.table).Scan(&n); err != nil {
+	if err := e.DB.QueryRowContext(context.Background(), "SELECT count(*) FROM "+e.Table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -119,7 +119,10 @@ type Store struct {
 	claim, takeover  statement
 	lookup, complete statement
 	abandon, purge   statement
-	tokens           atomic.Uint64
+	// claimWrite, setLockWait and resetLockWait are empty where the
+	// dialect claims in one statement.
+	claimWrite, setLockWait, resetLockWait statement
+	tokens                                 atomic.Uint64
 }
 
 // New returns a Store that keeps records with dialect d. It validates the
@@ -159,6 +162,9 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		params   []param
 	}{
 		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
+		{&s.claimWrite, "claim write", st.ClaimWrite, true, append(record, paramToken, paramLockID)},
+		{&s.setLockWait, "set lock wait", st.SetLockWait, true, nil},
+		{&s.resetLockWait, "reset lock wait", st.ResetLockWait, true, nil},
 		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken)},
 		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
 		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramToken, paramStatus, paramHeader, paramBody, paramChecksum}},
@@ -177,8 +183,14 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		}
 		*b.dst = stmt
 	}
-	if !s.claim.uses(paramKey) {
+	if !s.claim.uses(paramKey) || (s.claimWrite.query != "" && !s.claimWrite.uses(paramKey)) {
 		return nil, fmt.Errorf("%w: %s dialect: the claim statement does not bind {key}", ErrInvalidArgument, d.Name())
+	}
+	if s.claimWrite.query != "" && !s.claim.uses(paramToken) {
+		return nil, fmt.Errorf("%w: %s dialect: the claim statement that reads what the claim wrote does not bind {token}", ErrInvalidArgument, d.Name())
+	}
+	if (s.setLockWait.query == "") != (s.resetLockWait.query == "") {
+		return nil, fmt.Errorf("%w: %s dialect sets one of SetLockWait and ResetLockWait: set both or neither", ErrInvalidArgument, d.Name())
 	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
@@ -217,17 +229,19 @@ type Query struct {
 }
 
 // Queries returns the statements the Store sends, by name: "claim",
-// "lookup", "complete", "abandon", "purge", and "takeover" where the dialect
-// has one. They are for tools and tests that must match the Store's SQL
+// "lookup", "complete", "abandon", "purge", and, where the dialect has them,
+// "takeover", "claim_write", "set_lock_wait" and "reset_lock_wait" (see
+// Statements for what each does and when it runs). They are for tools and tests that must match the Store's SQL
 // exactly, such as the sqlmock expectations of package idemtest.
 func (s *Store) Queries() map[string]Query {
 	if s.check() != nil {
 		return nil
 	}
-	qs := make(map[string]Query, 6)
+	qs := make(map[string]Query, 9)
 	for name, st := range map[string]*statement{
 		"claim": &s.claim, "takeover": &s.takeover, "lookup": &s.lookup,
 		"complete": &s.complete, "abandon": &s.abandon, "purge": &s.purge,
+		"claim_write": &s.claimWrite, "set_lock_wait": &s.setLockWait, "reset_lock_wait": &s.resetLockWait,
 	} {
 		if st.query == "" {
 			continue
@@ -450,5 +464,17 @@ func (s *Store) wrap(op string, err error) error {
 	if op == "" {
 		return err
 	}
+	if h, ok := s.d.(hinter); ok {
+		if hint := h.hint(err); hint != "" {
+			return fmt.Errorf("idem: %s: %w (%s)", op, err, hint)
+		}
+	}
 	return fmt.Errorf("idem: %s: %w", op, err)
+}
+
+// hinter is a built-in dialect that can say what an error of its
+// statements most likely means, such as a server that is not the one the
+// dialect is for.
+type hinter interface {
+	hint(err error) string
 }

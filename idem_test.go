@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 var (
@@ -29,8 +30,8 @@ var (
 // TestConformance runs the whole contract of Do on every database the tests
 // reach, through each built-in dialect.
 func TestConformance(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		idemtest.TestDialect(t, tg.dialect, tg.open)
+	forEachWithTiDB(t, func(t *testing.T, tg target) {
+		idemtest.TestDialect(t, tg.Dialect, func(t *testing.T) *sql.DB { return tg.Open(t) })
 	})
 }
 
@@ -55,15 +56,15 @@ func wantOutcome(t *testing.T, res idem.Result, err error, want idem.Outcome) {
 // transaction an id, which PostgreSQL assigns at the first write.
 func TestPostgresReplayWritesNothing(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		if tg.dialect.Name() != "postgres" {
+		if tg.Family != "postgres" {
 			t.Skip("PostgreSQL only")
 		}
 		e := setup(t, tg)
 		ctx := context.Background()
-		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		res, err := e.Do(t, "k", hashA, e.Effect("k", created), true)
 		wantOutcome(t, res, err, idem.Claimed)
-		tx := e.begin(t, nil)
-		res, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		tx := e.Begin(t, nil)
+		res, err = e.Store.Do(ctx, tx, "k", hashA, mustNotRun(t))
 		wantOutcome(t, res, err, idem.Replay)
 		var xid sql.NullInt64
 		if err := tx.QueryRowContext(ctx, "SELECT txid_current_if_assigned()").Scan(&xid); err != nil {
@@ -76,14 +77,14 @@ func TestPostgresReplayWritesNothing(t *testing.T) {
 }
 
 func TestRefuseWithoutRefusable(t *testing.T) {
-	e := setup(t, sqliteTarget(""))
+	e := setup(t, dbtest.SQLite(""))
 	refuse := func(context.Context, *sql.Tx) (idem.Response, error) {
 		return idem.Response{}, idem.Refuse(idem.Response{Status: 402})
 	}
-	if _, err := e.do(t, "k", hashA, refuse, true); err == nil || !strings.Contains(err.Error(), "Refusable") {
+	if _, err := e.Do(t, "k", hashA, refuse, true); err == nil || !strings.Contains(err.Error(), "Refusable") {
 		t.Errorf("Do = %v, want an error that names Refusable", err)
 	}
-	if _, err := e.store.Lookup(context.Background(), e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+	if _, err := e.Store.Lookup(context.Background(), e.DB, "k"); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Lookup: %v, want ErrNotFound", err)
 	}
 }
@@ -91,10 +92,10 @@ func TestRefuseWithoutRefusable(t *testing.T) {
 func TestMigrateTwice(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
-		if err := e.store.Migrate(context.Background(), e.db); err != nil {
+		if err := e.Store.Migrate(context.Background(), e.DB); err != nil {
 			t.Fatalf("second Migrate: %v", err)
 		}
-		if len(e.store.Schema()) == 0 {
+		if len(e.Store.Schema()) == 0 {
 			t.Fatal("empty Schema")
 		}
 	})

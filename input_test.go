@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -47,10 +48,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestBadInputIsAnError(t *testing.T) {
-	e := setup(t, sqliteTarget(""))
+	e := setup(t, dbtest.SQLite(""))
 	ctx := context.Background()
-	ok := e.effect("k", created)
-	tx := e.begin(t, nil)
+	ok := e.Effect("k", created)
+	tx := e.Begin(t, nil)
 	var zero idem.Store
 	var nilStore *idem.Store
 	for _, c := range []struct {
@@ -62,12 +63,12 @@ func TestBadInputIsAnError(t *testing.T) {
 		fn    idem.Func
 		want  error
 	}{
-		{"empty key", e.store, tx, "", hashA, ok, idem.ErrInvalidKey},
-		{"long key", e.store, tx, strings.Repeat("k", idem.MaxKeyBytes+1), hashA, ok, idem.ErrInvalidKey},
-		{"empty hash", e.store, tx, "k", nil, ok, idem.ErrInvalidHash},
-		{"long hash", e.store, tx, "k", make([]byte, idem.MaxHashBytes+1), ok, idem.ErrInvalidHash},
-		{"nil transaction", e.store, nil, "k", hashA, ok, idem.ErrInvalidArgument},
-		{"nil Func", e.store, tx, "k", hashA, nil, idem.ErrInvalidArgument},
+		{"empty key", e.Store, tx, "", hashA, ok, idem.ErrInvalidKey},
+		{"long key", e.Store, tx, strings.Repeat("k", idem.MaxKeyBytes+1), hashA, ok, idem.ErrInvalidKey},
+		{"empty hash", e.Store, tx, "k", nil, ok, idem.ErrInvalidHash},
+		{"long hash", e.Store, tx, "k", make([]byte, idem.MaxHashBytes+1), ok, idem.ErrInvalidHash},
+		{"nil transaction", e.Store, nil, "k", hashA, ok, idem.ErrInvalidArgument},
+		{"nil Func", e.Store, tx, "k", hashA, nil, idem.ErrInvalidArgument},
 		{"zero Store", &zero, tx, "k", hashA, ok, idem.ErrInvalidArgument},
 		{"nil Store", nilStore, tx, "k", hashA, ok, idem.ErrInvalidArgument},
 	} {
@@ -76,46 +77,46 @@ func TestBadInputIsAnError(t *testing.T) {
 				t.Errorf("Do: %v, want %v", err, c.want)
 			}
 			if c.tx != nil {
-				if _, err := c.store.DoTx(ctx, e.db, nil, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
+				if _, err := c.store.DoTx(ctx, e.DB, nil, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
 					t.Errorf("DoTx: %v, want %v", err, c.want)
 				}
 			}
 		})
 	}
-	if _, err := e.store.Do(ctx, tx, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
+	if _, err := e.Store.Do(ctx, tx, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
 		return idem.Response{Status: 1 << 40}, nil
 	}); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("Do with a 41-bit status: %v, want ErrInvalidArgument", err)
 	}
-	if _, err := e.store.DoTx(ctx, nil, nil, "k", hashA, ok); !errors.Is(err, idem.ErrInvalidArgument) {
+	if _, err := e.Store.DoTx(ctx, nil, nil, "k", hashA, ok); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("DoTx with a nil database: %v", err)
 	}
-	if _, err := e.store.Lookup(ctx, e.db, ""); !errors.Is(err, idem.ErrInvalidKey) {
+	if _, err := e.Store.Lookup(ctx, e.DB, ""); !errors.Is(err, idem.ErrInvalidKey) {
 		t.Errorf("Lookup with an empty key: %v", err)
 	}
 	for _, q := range []idem.Querier{nil, (*sql.DB)(nil), (*sql.Tx)(nil), (*sql.Conn)(nil)} {
-		if _, err := e.store.Lookup(ctx, q, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
+		if _, err := e.Store.Lookup(ctx, q, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
 			t.Errorf("Lookup with a nil %T: %v", q, err)
 		}
 	}
 	var nilDB *sql.DB
 	for name, call := range map[string]func() error{
-		"Purge":                func() error { _, err := e.store.Purge(ctx, nilDB, 10); return err },
-		"Migrate":              func() error { return e.store.Migrate(ctx, nilDB) },
-		"Settle":               func() error { return e.store.Settle(ctx, nilDB, "k", idem.Response{}) },
-		"ReleaseWithoutEffect": func() error { return e.store.ReleaseWithoutEffect(ctx, nilDB, "k") },
+		"Purge":                func() error { _, err := e.Store.Purge(ctx, nilDB, 10); return err },
+		"Migrate":              func() error { return e.Store.Migrate(ctx, nilDB) },
+		"Settle":               func() error { return e.Store.Settle(ctx, nilDB, "k", idem.Response{}) },
+		"ReleaseWithoutEffect": func() error { return e.Store.ReleaseWithoutEffect(ctx, nilDB, "k") },
 	} {
 		if err := call(); !errors.Is(err, idem.ErrInvalidArgument) {
 			t.Errorf("%s with a nil database: %v", name, err)
 		}
 	}
-	if _, err := zero.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
+	if _, err := zero.Lookup(ctx, e.DB, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("Lookup on a zero Store: %v", err)
 	}
-	if _, err := e.store.Purge(ctx, e.db, 0); !errors.Is(err, idem.ErrInvalidArgument) {
+	if _, err := e.Store.Purge(ctx, e.DB, 0); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("Purge with batch 0: %v", err)
 	}
-	if err := zero.Migrate(ctx, e.db); !errors.Is(err, idem.ErrInvalidArgument) {
+	if err := zero.Migrate(ctx, e.DB); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("Migrate on a zero Store: %v", err)
 	}
 	if zero.Schema() != nil {
@@ -124,7 +125,7 @@ func TestBadInputIsAnError(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
+	if _, err := e.Store.Lookup(ctx, e.DB, "k"); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("bad input stored a record: Lookup = %v", err)
 	}
 }
@@ -165,28 +166,45 @@ func TestOutcomeString(t *testing.T) {
 }
 
 func TestEmptyResponseReplays(t *testing.T) {
-	e := setup(t, sqliteTarget(""))
+	e := setup(t, dbtest.SQLite(""))
 	empty := idem.Response{Status: 204, Header: http.Header{}}
-	res, err := e.do(t, "k", hashA, e.effect("k", empty), true)
+	res, err := e.Do(t, "k", hashA, e.Effect("k", empty), true)
 	wantOutcome(t, res, err, idem.Claimed)
-	res, err = e.do(t, "k", hashA, mustNotRun(t), false)
+	res, err = e.Do(t, "k", hashA, mustNotRun(t), false)
 	wantOutcome(t, res, err, idem.Replay)
 	if res.Response.Status != 204 || res.Response.Header != nil || res.Response.Body == nil || len(res.Response.Body) != 0 {
 		t.Errorf("replay of an empty response = %+v, want status 204, nil header, empty body", res.Response)
 	}
 }
 
-// badStatements is a built-in dialect with its statements changed.
+// badStatements is a built-in dialect with its statements, and optionally
+// its table, changed.
 type badStatements struct {
 	idem.Dialect
 	change func(*idem.Statements)
+	schema func(string) string // changes each statement of Schema, when set
 }
 
 func (d badStatements) Statements(table string, lockTimeout time.Duration) idem.Statements {
 	st := d.Dialect.Statements(table, lockTimeout)
-	d.change(&st)
+	if d.change != nil {
+		d.change(&st)
+	}
 	return st
 }
+
+func (d badStatements) Schema(table string) []string {
+	stmts := d.Dialect.Schema(table)
+	if d.schema != nil {
+		for i := range stmts {
+			stmts[i] = d.schema(stmts[i])
+		}
+	}
+	return stmts
+}
+
+// Capabilities are the built-in dialect's: the faults are in the SQL.
+func (d badStatements) Capabilities() idem.Capabilities { return idem.CapabilitiesOf(d.Dialect) }
 
 // TestNewChecksDialectStatements shows that a dialect's mistakes in its SQL
 // parameters fail New, and that braces which are not parameters pass.
@@ -201,7 +219,7 @@ func TestNewChecksDialectStatements(t *testing.T) {
 		{"a missing statement", func(st *idem.Statements) { st.Complete = "" }, false},
 		{"a brace that is not a parameter", func(st *idem.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true},
 	} {
-		_, err := idem.New(badStatements{idem.SQLite(), c.change})
+		_, err := idem.New(badStatements{Dialect: idem.SQLite(), change: c.change})
 		if c.ok != (err == nil) || (err != nil && !errors.Is(err, idem.ErrInvalidArgument)) {
 			t.Errorf("%s: New = %v, want ok %v or ErrInvalidArgument", c.name, err, c.ok)
 		}

@@ -11,17 +11,8 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
-
-// hold claims key in a transaction that it leaves open, as a request still
-// being served.
-func (e *env) hold(t *testing.T, key string) *sql.Tx {
-	t.Helper()
-	tx := e.begin(t, nil)
-	res, err := e.store.Do(context.Background(), tx, key, hashA, e.effect(key, created))
-	wantOutcome(t, res, err, idem.Claimed)
-	return tx
-}
 
 // after runs f in d, in the background, and waits for it at the end of the
 // test. d is a delay, not a bound: load may stretch it, and every caller
@@ -64,7 +55,7 @@ func lostRace(t *testing.T, res idem.Result, err error) {
 
 func TestIsolation(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		switch tg.dialect.Name() {
+		switch tg.Family {
 		case "postgres":
 			for _, level := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
 				t.Run(level.String(), func(t *testing.T) { testPostgresIsolation(t, tg, level) })
@@ -83,34 +74,34 @@ func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
 
 	t.Run("claim committed after the snapshot", func(t *testing.T) {
 		e := setup(t, tg)
-		tx := e.begin(t, opts)
-		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.effects); err != nil {
+		tx := e.Begin(t, opts)
+		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.Effects.Table); err != nil {
 			t.Fatal(err)
 		}
-		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		res, err := e.Do(t, "k", hashA, e.Effect("k", created), true)
 		wantOutcome(t, res, err, idem.Claimed)
-		_, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		_, err = e.Store.Do(ctx, tx, "k", hashA, mustNotRun(t))
 		wantRetry(t, err)
 	})
 
 	t.Run("claim committed during the wait", func(t *testing.T) {
 		e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-		holder := e.hold(t, "k")
-		tx := e.begin(t, opts)
+		holder := e.Hold(t, "k", hashA, created)
+		tx := e.Begin(t, opts)
 		// The commit comes 200 ms from now, 50 times inside the 10 s
 		// lock timeout, so the claim normally sees it while it waits.
 		// Nothing fails if load delays it: every answer to a lost race
 		// (Replay, InFlight after the timeout, ErrRetry) is accepted.
 		after(t, 200*time.Millisecond, holder.Commit)
-		res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		res, err := e.Store.Do(ctx, tx, "k", hashA, mustNotRun(t))
 		lostRace(t, res, err)
 	})
 
 	t.Run("serialization failure in fn", func(t *testing.T) {
 		e := setup(t, tg)
 		counter := e.counter(t)
-		tx := e.begin(t, opts)
-		_, err := e.store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		tx := e.Begin(t, opts)
+		_, err := e.Store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			return created, counter.conflict(ctx, tx, true)
 		})
 		wantRetry(t, err)
@@ -120,18 +111,18 @@ func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
 		e := setup(t, tg)
 		counter := e.counter(t)
 		var attempts atomic.Int32
-		res, err := e.store.DoTx(ctx, e.db, opts, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		res, err := e.Store.DoTx(ctx, e.DB, opts, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			first := attempts.Add(1) == 1
 			if err := counter.conflict(ctx, tx, first); err != nil {
 				return idem.Response{}, err
 			}
-			return e.effect("k", created)(ctx, tx)
+			return e.Effect("k", created)(ctx, tx)
 		})
 		wantOutcome(t, res, err, idem.Claimed)
 		if n := attempts.Load(); n != 2 {
 			t.Errorf("fn ran %d times, want 2: one conflict, one success", n)
 		}
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -152,9 +143,9 @@ func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
 				first := true
 				go func() {
 					defer wg.Done()
-					res, err := e.store.DoTx(ctx, e.db, opts, key, hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					res, err := e.Store.DoTx(ctx, e.DB, opts, key, hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 						runs.Add(1)
-						if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.effects); err != nil {
+						if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.Effects.Table); err != nil {
 							return idem.Response{}, err
 						}
 						if first {
@@ -162,7 +153,7 @@ func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
 							ready.Done()
 							ready.Wait()
 						}
-						return e.effect(key, created)(ctx, tx)
+						return e.Effect(key, created)(ctx, tx)
 					})
 					if err != nil || res.Outcome != idem.Claimed {
 						t.Errorf("DoTx(%s) = %v, %v, want Claimed", key, res.Outcome, err)
@@ -174,7 +165,7 @@ func testPostgresIsolation(t *testing.T, tg target, level sql.IsolationLevel) {
 				t.Errorf("fn ran %d times, want a retry after the serialization failure", n)
 			}
 			for _, key := range []string{"a", "b"} {
-				if n := e.effectCount(t, key); n != 1 {
+				if n := e.EffectCount(t, key); n != 1 {
 					t.Errorf("key %s: %d effect rows, want 1", key, n)
 				}
 			}
@@ -190,22 +181,23 @@ type counter struct {
 
 func (e *env) counter(t *testing.T) *counter {
 	t.Helper()
-	if _, err := e.db.ExecContext(context.Background(), sprintf(e.tg.insertEffect, e.effects), []byte("counter"), "0"); err != nil {
+	if err := e.Effects.Insert(context.Background(), e.DB, "counter", "0"); err != nil {
 		t.Fatal(err)
 	}
-	return &counter{e: e, update: fmt.Sprintf("UPDATE %s SET note = note || 'x' WHERE k = %s", e.effects, e.tg.dialect.Placeholder(1))}
+	return &counter{e: e, update: fmt.Sprintf("UPDATE %s SET note = note || 'x' WHERE k = %s", e.Effects.Table, e.Dialect.Placeholder(1))}
 }
 
 // conflict updates the counter in tx, after another transaction updated and
 // committed it when first is true, which fails under REPEATABLE READ and
 // SERIALIZABLE.
 func (c *counter) conflict(ctx context.Context, tx *sql.Tx, first bool) error {
+	key := dbtest.EffectKey("counter")
 	if first {
-		if _, err := c.e.db.ExecContext(ctx, c.update, []byte("counter")); err != nil {
+		if _, err := c.e.DB.ExecContext(ctx, c.update, key); err != nil {
 			return err
 		}
 	}
-	_, err := tx.ExecContext(ctx, c.update, []byte("counter"))
+	_, err := tx.ExecContext(ctx, c.update, key)
 	return err
 }
 
@@ -214,20 +206,20 @@ func testMySQLIsolation(t *testing.T, tg target) {
 
 	t.Run("claim committed after an earlier read", func(t *testing.T) {
 		e := setup(t, tg)
-		tx := e.begin(t, nil) // REPEATABLE READ, MariaDB's default
-		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.table); err != nil {
+		tx := e.Begin(t, nil) // REPEATABLE READ, MariaDB's default
+		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.Table); err != nil {
 			t.Fatal(err)
 		}
-		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		res, err := e.Do(t, "k", hashA, e.Effect("k", created), true)
 		wantOutcome(t, res, err, idem.Claimed)
-		res, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		res, err = e.Store.Do(ctx, tx, "k", hashA, mustNotRun(t))
 		wantOutcome(t, res, err, idem.Replay)
 		sameResponse(t, res.Response, created)
 	})
 
 	t.Run("snapshot isolation conflict", func(t *testing.T) {
 		e := setup(t, tg)
-		conn, err := e.db.Conn(ctx)
+		conn, err := e.DB.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,12 +233,12 @@ func testMySQLIsolation(t *testing.T, tg target) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.table); err != nil {
+		if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.Table); err != nil {
 			t.Fatal(err)
 		}
-		res, err := e.do(t, "k", hashA, e.effect("k", created), true)
+		res, err := e.Do(t, "k", hashA, e.Effect("k", created), true)
 		wantOutcome(t, res, err, idem.Claimed)
-		_, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+		_, err = e.Store.Do(ctx, tx, "k", hashA, mustNotRun(t))
 		wantRetry(t, err)
 	})
 
@@ -254,7 +246,7 @@ func testMySQLIsolation(t *testing.T, tg target) {
 		// When the holder rolls back, InnoDB resolves the waiters' lock
 		// requests with a deadlock: one claims, the others get 1213.
 		e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-		holder := e.hold(t, "k")
+		holder := e.Hold(t, "k", hashA, created)
 		var (
 			wg       sync.WaitGroup
 			claimed  atomic.Int32
@@ -268,7 +260,7 @@ func testMySQLIsolation(t *testing.T, tg target) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tx, err := e.db.BeginTx(ctx, nil)
+				tx, err := e.DB.BeginTx(ctx, nil)
 				if err != nil {
 					t.Error(err)
 					started.Done()
@@ -276,7 +268,7 @@ func testMySQLIsolation(t *testing.T, tg target) {
 				}
 				defer tx.Rollback()
 				started.Done()
-				res, err := e.store.Do(ctx, tx, "k", hashA, e.effect("k", created))
+				res, err := e.Store.Do(ctx, tx, "k", hashA, e.Effect("k", created))
 				switch {
 				case err != nil:
 					if !errors.Is(err, idem.ErrRetry) || !isDriverError(err) {
@@ -308,7 +300,7 @@ func testMySQLIsolation(t *testing.T, tg target) {
 			t.Errorf("%d waiters claimed, want 1", claimed.Load())
 		}
 		t.Logf("deadlocks returned as ErrRetry: %d of %d waiters", retried.Load(), waiters)
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -318,13 +310,13 @@ func testMySQLIsolation(t *testing.T, tg target) {
 // writer fails at once with SQLITE_BUSY, and checks that it is ErrRetry.
 func testSQLiteBusy(t *testing.T) {
 	ctx := context.Background()
-	e := setup(t, sqliteTarget("_pragma=busy_timeout(0)"))
-	holder := e.hold(t, "a")
-	tx := e.begin(t, nil)
-	if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.table); err != nil {
+	e := setup(t, dbtest.SQLite("_pragma=busy_timeout(0)"))
+	holder := e.Hold(t, "a", hashA, created)
+	tx := e.Begin(t, nil)
+	if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+e.Table); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.store.Do(ctx, tx, "b", hashA, mustNotRun(t))
+	_, err := e.Store.Do(ctx, tx, "b", hashA, mustNotRun(t))
 	wantRetry(t, err)
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
@@ -332,6 +324,6 @@ func testSQLiteBusy(t *testing.T) {
 	if err := holder.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.store.DoTx(ctx, e.db, nil, "b", hashA, e.effect("b", created))
+	res, err := e.Store.DoTx(ctx, e.DB, nil, "b", hashA, e.Effect("b", created))
 	wantOutcome(t, res, err, idem.Claimed)
 }

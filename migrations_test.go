@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/codec"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestMigrationFiles checks the files that goose and golang-migrate users
@@ -42,26 +43,26 @@ func TestMigrationFiles(t *testing.T) {
 		}
 	})
 	forEach(t, func(t *testing.T, tg target) {
-		db := tg.open(t)
-		want := describe(t, db, tg.dialect, migratedTable(t, db, tg.dialect))
+		db := tg.Open(t)
+		want := describe(t, db, tg.Family, migratedTable(t, db, tg.Dialect))
 		if len(want.Columns) == 0 || len(want.Indexes) == 0 {
 			t.Fatalf("Store.Migrate made a table with no columns or no index: %+v", want)
 		}
 		for _, tool := range []string{"goose", "migrate"} {
 			t.Run(tool, func(t *testing.T) {
 				table := newTable(t, db, "idem_files_")
-				steps := loadMigrations(t, tg.dialect.Name(), tool, table)
-				shapes := []tableShape{describe(t, db, tg.dialect, table)} // shapes[i]: after i Ups
+				steps := loadMigrations(t, tg.Family, tool, table)
+				shapes := []tableShape{describe(t, db, tg.Family, table)} // shapes[i]: after i Ups
 				for _, m := range steps {
 					execAll(t, db, m.name+" up", m.up)
-					shapes = append(shapes, describe(t, db, tg.dialect, table))
+					shapes = append(shapes, describe(t, db, tg.Family, table))
 				}
 				if got := shapes[len(steps)]; !reflect.DeepEqual(got, want) {
 					t.Errorf("the %s files make\n%v\nStore.Migrate makes\n%v", tool, got, want)
 				}
 				for i := len(steps) - 1; i >= 0; i-- {
 					execAll(t, db, steps[i].name+" down", steps[i].down)
-					if got := describe(t, db, tg.dialect, table); !reflect.DeepEqual(got, shapes[i]) {
+					if got := describe(t, db, tg.Family, table); !reflect.DeepEqual(got, shapes[i]) {
 						t.Errorf("after %s down the table is\n%v\nbefore its up it was\n%v", steps[i].name, got, shapes[i])
 					}
 				}
@@ -80,30 +81,30 @@ func TestMigrationFiles(t *testing.T) {
 func TestMigrateUpgradesOldTable(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
-		db := tg.open(t)
+		db := tg.Open(t)
 		table := newTable(t, db, "idem_old_")
-		execAll(t, db, "00001 up", loadMigrations(t, tg.dialect.Name(), "goose", table)[0].up)
+		execAll(t, db, "00001 up", loadMigrations(t, tg.Family, "goose", table)[0].up)
 
 		// MariaDB's first table had the token column already, and its
 		// first version wrote a claim's token there; the others had none.
 		var oldToken int64
-		if describe(t, db, tg.dialect, table).hasColumn("token") {
+		if describe(t, db, tg.Family, table).hasColumn("token") {
 			oldToken = 4711
 		}
 		now := time.Now()
 		hash := idem.Fingerprint([]byte("POST /orders"), []byte(`{"item":88}`))
 		first := idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/orders/1"}}, Body: []byte(`{"order":1}`)}
-		insertOld(t, db, tg.dialect, table, "finished", hash, now.Add(-time.Hour), now.Add(23*time.Hour), &first, oldToken)
-		insertOld(t, db, tg.dialect, table, "unfinished", hash, now.Add(-time.Minute), now.Add(time.Hour), nil, oldToken)
-		insertOld(t, db, tg.dialect, table, "expired", hash, now.Add(-25*time.Hour), now.Add(-time.Hour), &first, oldToken)
+		insertOld(t, db, tg, table, "finished", hash, now.Add(-time.Hour), now.Add(23*time.Hour), &first, oldToken)
+		insertOld(t, db, tg, table, "unfinished", hash, now.Add(-time.Minute), now.Add(time.Hour), nil, oldToken)
+		insertOld(t, db, tg, table, "expired", hash, now.Add(-25*time.Hour), now.Add(-time.Hour), &first, oldToken)
 
-		store := newStore(t, tg.dialect, table, idem.WithLockTimeout(0))
-		want := describe(t, db, tg.dialect, migratedTable(t, db, tg.dialect))
+		store := newStore(t, tg.Dialect, table, idem.WithLockTimeout(0))
+		want := describe(t, db, tg.Family, migratedTable(t, db, tg.Dialect))
 		for run := 1; run <= 2; run++ {
 			if err := store.Migrate(ctx, db); err != nil {
 				t.Fatalf("Migrate, run %d: %v", run, err)
 			}
-			if got := describe(t, db, tg.dialect, table); !reflect.DeepEqual(got, want) {
+			if got := describe(t, db, tg.Family, table); !reflect.DeepEqual(got, want) {
 				t.Fatalf("after Migrate run %d the old table is\n%v\na new one is\n%v", run, got, want)
 			}
 		}
@@ -114,14 +115,14 @@ func TestMigrateUpgradesOldTable(t *testing.T) {
 				t.Fatalf("%s: %v %+v, want %v %+v", what, err, res, outcome, resp)
 			}
 		}
-		e := &env{tg: tg, db: db, store: store, table: table}
+		e := &dbtest.Env{Dialect: tg.Dialect, DB: db, Store: store, Table: table}
 		second := idem.Response{Status: 202, Body: []byte(`{"order":2}`)}
 		third := idem.Response{Status: 200, Header: http.Header{"X-Order": {"3"}}, Body: []byte{}}
 		respond := func(resp idem.Response) idem.Func {
 			return func(context.Context, *sql.Tx) (idem.Response, error) { return resp, nil }
 		}
 
-		res, err := e.do(t, "finished", hash, mustNotRun(t), false)
+		res, err := e.Do(t, "finished", hash, mustNotRun(t), false)
 		check("Do on the old finished record", res, err, idem.Replay, first)
 		res, err = store.Lookup(ctx, db, "finished")
 		check("Lookup of the old finished record", res, err, idem.Replay, first)
@@ -132,22 +133,22 @@ func TestMigrateUpgradesOldTable(t *testing.T) {
 		if _, err := store.Lookup(ctx, db, "expired"); !errors.Is(err, idem.ErrNotFound) {
 			t.Fatalf("Lookup of the old expired record: %v, want ErrNotFound", err)
 		}
-		res, err = e.do(t, "expired", hash, respond(second), true)
+		res, err = e.Do(t, "expired", hash, respond(second), true)
 		check("Do on the old expired record", res, err, idem.Claimed, second)
 		res, err = store.DoTx(ctx, db, nil, "expired", hash, mustNotRun(t))
 		check("DoTx on the taken-over record", res, err, idem.Replay, second)
 		res, err = store.DoTx(ctx, db, nil, "new", hash, respond(third))
 		check("DoTx on a new key", res, err, idem.Claimed, third)
-		res, err = e.do(t, "new", hash, mustNotRun(t), false)
+		res, err = e.Do(t, "new", hash, mustNotRun(t), false)
 		check("Do on the new record", res, err, idem.Replay, third)
 
 		for _, key := range []string{"finished", "unfinished"} {
-			if got := readToken(t, db, tg.dialect, table, key); got != oldToken {
+			if got := readToken(t, db, tg, table, key); got != oldToken {
 				t.Errorf("token of the old %s record = %d, want %d", key, got, oldToken)
 			}
 		}
 		for _, key := range []string{"expired", "new"} {
-			if got := readToken(t, db, tg.dialect, table, key); got == 0 || got == oldToken {
+			if got := readToken(t, db, tg, table, key); got == 0 || got == oldToken {
 				t.Errorf("token of the %s record = %d, want its claim's own", key, got)
 			}
 		}
@@ -280,7 +281,7 @@ func execAll(t *testing.T, db *sql.DB, what string, stmts []string) {
 // the end of the test if it is there.
 func newTable(t *testing.T, db *sql.DB, prefix string) string {
 	t.Helper()
-	table := prefix + randomName()
+	table := prefix + dbtest.RandomName()
 	t.Cleanup(func() {
 		if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
 			t.Logf("drop %s: %v", table, err)
@@ -323,7 +324,7 @@ func (s tableShape) hasColumn(name string) bool {
 	return slices.ContainsFunc(s.Columns, func(c string) bool { return strings.HasPrefix(c, name+" ") })
 }
 
-// describeQueries are the catalog queries behind tableShape, by dialect:
+// describeQueries are the catalog queries behind tableShape, by family:
 // columns, then indexes, each taking the table's name.
 var describeQueries = map[string][2]string{
 	"postgres": {
@@ -344,11 +345,11 @@ var describeQueries = map[string][2]string{
 	},
 }
 
-func describe(t *testing.T, db *sql.DB, d idem.Dialect, table string) tableShape {
+func describe(t *testing.T, db *sql.DB, family, table string) tableShape {
 	t.Helper()
-	qs, ok := describeQueries[d.Name()]
+	qs, ok := describeQueries[family]
 	if !ok {
-		t.Fatalf("no catalog queries for the %s dialect", d.Name())
+		t.Fatalf("no catalog queries for %s", family)
 	}
 	var s tableShape
 	for i, dst := range []*[]string{&s.Columns, &s.Indexes} {
@@ -398,8 +399,8 @@ func queryLines(db *sql.DB, q string, args ...any) ([]string, error) {
 }
 
 // keyColumn is the key column, quoted: key is a reserved word in MariaDB.
-func keyColumn(d idem.Dialect) string {
-	if d.Name() == "mysql" {
+func keyColumn(family string) string {
+	if family == "mysql" {
 		return "`key`"
 	}
 	return `"key"`
@@ -408,9 +409,9 @@ func keyColumn(d idem.Dialect) string {
 // insertOld writes a record as the first version of the package left it:
 // the response, if any, encoded and checksummed as Do stores it, and the
 // token only where the first table had the column (oldToken not 0).
-func insertOld(t *testing.T, db *sql.DB, d idem.Dialect, table, key string, hash []byte, created, expires time.Time, resp *idem.Response, oldToken int64) {
+func insertOld(t *testing.T, db *sql.DB, tg target, table, key string, hash []byte, created, expires time.Time, resp *idem.Response, oldToken int64) {
 	t.Helper()
-	cols := []string{keyColumn(d), "request_hash", "created_at", "expires_at", "status", "header", "body", "checksum"}
+	cols := []string{keyColumn(tg.Family), "request_hash", "created_at", "expires_at", "status", "header", "body", "checksum"}
 	args := []any{[]byte(key), hash, created.UnixMicro(), expires.UnixMicro(), nil, nil, nil, nil}
 	if resp != nil {
 		header, body := codec.EncodeHeader(resp.Header), resp.Body
@@ -425,7 +426,7 @@ func insertOld(t *testing.T, db *sql.DB, d idem.Dialect, table, key string, hash
 	}
 	marks := make([]string, len(cols))
 	for i := range marks {
-		marks[i] = d.Placeholder(i + 1)
+		marks[i] = tg.Dialect.Placeholder(i + 1)
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "), strings.Join(marks, ", "))
 	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
@@ -433,10 +434,10 @@ func insertOld(t *testing.T, db *sql.DB, d idem.Dialect, table, key string, hash
 	}
 }
 
-func readToken(t *testing.T, db *sql.DB, d idem.Dialect, table, key string) int64 {
+func readToken(t *testing.T, db *sql.DB, tg target, table, key string) int64 {
 	t.Helper()
 	var token int64
-	q := fmt.Sprintf("SELECT token FROM %s WHERE %s = %s", table, keyColumn(d), d.Placeholder(1))
+	q := fmt.Sprintf("SELECT token FROM %s WHERE %s = %s", table, keyColumn(tg.Family), tg.Dialect.Placeholder(1))
 	if err := db.QueryRowContext(context.Background(), q, []byte(key)).Scan(&token); err != nil {
 		t.Fatalf("token of %q: %v", key, err)
 	}

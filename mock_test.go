@@ -4,14 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // storeStatements returns a counter that names store's statements, and a
@@ -44,7 +48,7 @@ func countedDB(t *testing.T, base driver.Driver, dsn string, store *idem.Store) 
 // countedMock returns a sqlmock database counted as countedDB counts, with
 // its Sqlmock and an idemtest.Mock for store.
 func countedMock(t *testing.T, store *idem.Store) (*sql.DB, func() []string, sqlmock.Sqlmock, *idemtest.Mock) {
-	dsn := "idem-" + randomName()
+	dsn := "idem-" + dbtest.RandomName()
 	mdb, mock, err := sqlmock.NewWithDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -55,65 +59,89 @@ func countedMock(t *testing.T, store *idem.Store) (*sql.DB, func() []string, sql
 }
 
 // TestMockMatchesDatabase checks idemtest.Mock against the real databases:
-// for each outcome, Do must run the same statements, in the same order,
-// against the mock as against the database.
+// for each outcome, Do must give the same answer against the mock as against
+// the database, and the statements the mock expects must be the ones Do
+// sends to the database, in the same order. A claim that wins runs exactly
+// as on the database. A claim that loses, the mock makes lose in the claim
+// statement itself, for every dialect, while a database may make Do look
+// the record up after it (see lostLikeMock).
 func TestMockMatchesDatabase(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithLockTimeout(0))
 		ctx := context.Background()
-		real, take := countedDB(t, e.db.Driver(), e.dsn, e.store)
+		real, take := countedDB(t, e.DB.Driver(), e.DSN, e.Store)
 
 		// What the database does for each outcome.
 		got := map[idem.Outcome][]string{}
-		run := func(db *sql.DB, key string, hash []byte, fn idem.Func) idem.Outcome {
+		run := func(db *sql.DB, key string, hash []byte, fn idem.Func) (idem.Outcome, error) {
 			t.Helper()
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := e.store.Do(ctx, tx, key, hash, fn)
+			res, err := e.Store.Do(ctx, tx, key, hash, fn)
+			if err == nil && res.Outcome == idem.Claimed {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			} else if rerr := tx.Rollback(); rerr != nil {
+				t.Fatal(rerr)
+			}
+			return res.Outcome, err
+		}
+		mustRun := func(db *sql.DB, key string, hash []byte, fn idem.Func) idem.Outcome {
+			t.Helper()
+			o, err := run(db, key, hash, fn)
 			if err != nil {
 				t.Fatalf("Do(%s): %v", key, err)
 			}
-			if res.Outcome == idem.Claimed {
-				err = tx.Commit()
-			} else {
-				err = tx.Rollback()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return res.Outcome
+			return o
 		}
-		insert := sprintf(tg.insertEffect, e.effects)
-		fn := e.effect("k", created)
+		insert := e.Effects.InsertSQL()
+		fn := e.Effect("k", created)
 		for _, o := range []struct {
 			hash []byte
 			want idem.Outcome
 		}{{hashA, idem.Claimed}, {hashA, idem.Replay}, {hashB, idem.Mismatch}} {
-			if got := run(real, "k", o.hash, fn); got != o.want {
+			if got := mustRun(real, "k", o.hash, fn); got != o.want {
 				t.Fatalf("outcome %v, want %v", got, o.want)
 			}
 			got[o.want] = take()
 		}
-		if tg.dialect.Name() == "sqlite" {
+		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
 			// SQLite never sees a key held by another writer; a record
 			// committed unfinished is its one way to InFlight.
-			q := "INSERT INTO " + e.table + " (key, request_hash, created_at, expires_at) VALUES (?, ?, 0, 9223372036854775807)"
-			if _, err := e.db.ExecContext(ctx, q, []byte("held"), hashA); err != nil {
+			q := "INSERT INTO " + e.Table + " (key, request_hash, created_at, expires_at) VALUES (?, ?, 0, 9223372036854775807)"
+			if _, err := e.DB.ExecContext(ctx, q, []byte("held"), hashA); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			e.hold(t, "held")
+			e.Hold(t, "held", hashA, created)
 		}
 		take()
-		if o := run(real, "held", hashA, fn); o != idem.InFlight {
+		if o := mustRun(real, "held", hashA, fn); o != idem.InFlight {
 			t.Fatalf("outcome %v, want InFlight", o)
 		}
 		got[idem.InFlight] = take()
 
+		// The claim's statements, from BEGIN to its last: those of the
+		// claimed run before its complete.
+		claim := got[idem.Claimed]
+		if n := len(claim); n == 0 || claim[n-1] != "complete" {
+			t.Fatalf("a claimed run sends %v, want the complete last", claim)
+		}
+		claim = claim[:len(claim)-1]
+		for o, seq := range got {
+			if o == idem.Claimed {
+				continue
+			}
+			if err := lostLikeMock(seq, claim); err != nil {
+				t.Errorf("%v: %v", o, err)
+			}
+		}
+
 		// What the mock expects for each.
-		mocked, mtake, mock, m := countedMock(t, e.store)
+		mocked, mtake, mock, m := countedMock(t, e.Store)
 		for _, o := range []struct {
 			outcome idem.Outcome
 			key     string
@@ -135,12 +163,28 @@ func TestMockMatchesDatabase(t *testing.T) {
 			} else {
 				mock.ExpectRollback()
 			}
-			if out := run(mocked, o.key, hashA, fn); out != o.outcome {
+			if out := mustRun(mocked, o.key, hashA, fn); out != o.outcome {
 				t.Errorf("mock: outcome %v, want %v", out, o.outcome)
 			}
-			if seen := mtake(); !reflect.DeepEqual(seen, got[o.outcome]) {
-				t.Errorf("%v: the mock expects %v, the database runs %v", o.outcome, seen, got[o.outcome])
+			want := claim
+			if o.outcome == idem.Claimed {
+				want = got[idem.Claimed]
 			}
+			if seen := mtake(); !reflect.DeepEqual(seen, want) {
+				t.Errorf("%v: the mock expects %v, want %v (the database runs %v)", o.outcome, seen, want, got[o.outcome])
+			}
+		}
+
+		// A conflict in the claim: the same statements, the reset of the
+		// lock wait included, and an error that DoTx runs again for.
+		mock.ExpectBegin()
+		m.ExpectDo("k", hashA).WillConflict()
+		mock.ExpectRollback()
+		if _, err := run(mocked, "k", hashA, fn); !errors.Is(err, idem.ErrRetry) {
+			t.Errorf("mock: WillConflict: Do: %v, want ErrRetry", err)
+		}
+		if seen := mtake(); !reflect.DeepEqual(seen, claim) {
+			t.Errorf("conflict: the mock expects %v, want %v", seen, claim)
 		}
 		if err := mock.ExpectationsWereMet(); err != nil {
 			t.Error(err)
@@ -148,22 +192,80 @@ func TestMockMatchesDatabase(t *testing.T) {
 	})
 }
 
+// lostLikeMock checks the statements that a claim which lost sent to a
+// database against claim, those of a claim that won (which are those the
+// mock expects for every lost claim). A database's claim may report the
+// loss through a lookup of the record of its own, after the claim
+// statement or after an error of its write: with the lookups left out, what
+// the database ran must be claim or claim with statements left out, it must
+// begin as claim does, up to the claim's first statement, and where the
+// claim ends by resetting the lock wait, it must end so too.
+func lostLikeMock(seq, claim []string) error {
+	var rest []string
+	for _, n := range seq {
+		if n != "lookup" {
+			rest = append(rest, n)
+		}
+	}
+	i := 0
+	for _, n := range rest {
+		for i < len(claim) && claim[i] != n {
+			i++
+		}
+		if i == len(claim) {
+			return fmt.Errorf("the database runs %v, not the statements of a claim, %v, with lookups", seq, claim)
+		}
+		i++
+	}
+	first := slices.IndexFunc(claim, func(n string) bool { return n == "claim_write" || n == "claim" })
+	if first < 0 || len(seq) <= first || !slices.Equal(seq[:first+1], claim[:first+1]) {
+		return fmt.Errorf("the database runs %v, which does not begin as a claim, %v, does", seq, claim)
+	}
+	if claim[len(claim)-1] == "reset_lock_wait" && seq[len(seq)-1] != "reset_lock_wait" {
+		return fmt.Errorf("the database runs %v, which does not reset the lock wait last", seq)
+	}
+	return nil
+}
+
+func TestLostLikeMock(t *testing.T) {
+	split := []string{"begin", "set_lock_wait", "claim_write", "claim", "reset_lock_wait"}
+	for _, c := range []struct {
+		seq, claim []string
+		ok         bool
+	}{
+		{[]string{"begin", "claim"}, []string{"begin", "claim"}, true},
+		{[]string{"begin", "claim", "lookup"}, []string{"begin", "claim"}, true},
+		{split, split, true},
+		{[]string{"begin", "set_lock_wait", "claim_write", "lookup", "reset_lock_wait"}, split, true},
+		{[]string{"begin", "set_lock_wait", "claim_write", "claim", "lookup", "reset_lock_wait"}, split, true},
+		{[]string{"begin", "lookup"}, []string{"begin", "claim"}, false},
+		{[]string{"begin", "claim", "abandon"}, []string{"begin", "claim"}, false},
+		{[]string{"begin", "claim_write", "claim", "reset_lock_wait"}, split, false},
+		{[]string{"begin", "set_lock_wait", "claim_write", "claim"}, split, false},
+		{[]string{"begin", "set_lock_wait", "claim", "claim_write", "reset_lock_wait"}, split, false},
+	} {
+		if err := lostLikeMock(c.seq, c.claim); (err == nil) != c.ok {
+			t.Errorf("lostLikeMock(%v, %v) = %v, want ok %v", c.seq, c.claim, err, c.ok)
+		}
+	}
+}
+
 // TestMockMatchesDatabaseLookupFirst does the same for DoTx on a store made
 // WithLookupFirst, transactions included.
 func TestMockMatchesDatabaseLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithLookupFirst())
-		insert := sprintf(tg.insertEffect, e.effects)
+		insert := e.Effects.InsertSQL()
 		run := func(db *sql.DB, hash []byte) idem.Outcome {
 			t.Helper()
-			res, err := e.store.DoTx(context.Background(), db, nil, "k", hash, e.effect("k", created))
+			res, err := e.Store.DoTx(context.Background(), db, nil, "k", hash, e.Effect("k", created))
 			if err != nil {
 				t.Fatalf("DoTx: %v", err)
 			}
 			return res.Outcome
 		}
-		real, take := countedDB(t, e.db.Driver(), e.dsn, e.store)
-		mocked, mtake, mock, m := countedMock(t, e.store)
+		real, take := countedDB(t, e.DB.Driver(), e.DSN, e.Store)
+		mocked, mtake, mock, m := countedMock(t, e.Store)
 		for _, o := range []struct {
 			hash   []byte
 			want   idem.Outcome

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // busyError is SQLITE_BUSY as the SQLite dialect reads it.
@@ -25,7 +26,7 @@ func TestObserver(t *testing.T) {
 		events []idem.Event
 	)
 	var second atomic.Int32 // a second observer sees every event too
-	e := setup(t, sqliteTarget(""), idem.WithObserver(func(_ context.Context, ev idem.Event) {
+	e := setup(t, dbtest.SQLite(""), idem.WithObserver(func(_ context.Context, ev idem.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		events = append(events, ev)
@@ -37,15 +38,15 @@ func TestObserver(t *testing.T) {
 		if attempts++; attempts == 1 {
 			return idem.Response{}, busyError{}
 		}
-		return e.effect("k", created)(ctx, tx)
+		return e.Effect("k", created)(ctx, tx)
 	}
-	if _, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, conflictOnce); err != nil {
+	if _, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, conflictOnce); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.do(t, "k", hashA, mustNotRun(t), false); err != nil {
+	if _, err := e.Do(t, "k", hashA, mustNotRun(t), false); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = e.do(t, "other", hashA, func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, failed }, false)
+	_, _ = e.Do(t, "other", hashA, func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, failed }, false)
 
 	sum := sha256.Sum256([]byte("k"))
 	keyHash := hex.EncodeToString(sum[:8])
@@ -79,11 +80,11 @@ func TestObserver(t *testing.T) {
 // An answer from WithLookupFirst's read ran no transaction and no claim.
 func TestObserverLookupFirst(t *testing.T) {
 	var events []idem.Event
-	e := setup(t, sqliteTarget(""), idem.WithLookupFirst(), idem.WithObserver(func(_ context.Context, ev idem.Event) {
+	e := setup(t, dbtest.SQLite(""), idem.WithLookupFirst(), idem.WithObserver(func(_ context.Context, ev idem.Event) {
 		events = append(events, ev)
 	}))
 	for range 2 {
-		if _, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, e.effect("k", created)); err != nil {
+		if _, err := e.Store.DoTx(context.Background(), e.DB, nil, "k", hashA, e.Effect("k", created)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,10 +88,11 @@ func WithRetention(d time.Duration) Option {
 // The default, DefaultLockTimeout, is one second: most requests finish
 // within it, so a client that retries too early still gets the original
 // response instead of a 409, while a duplicate never holds a connection
-// longer than that. Zero means do not wait. MariaDB counts lock waits in
-// whole seconds, so the MySQL dialect rounds up; SQLite serialises writing
-// transactions before they start, so there the wait is the busy timeout of
-// the connection instead.
+// longer than that. Zero means do not wait. The MySQL family counts lock
+// waits in whole seconds, so its dialects round up, and MySQL and TiDB wait
+// one second at least, also for zero (see Capabilities.MinLockWait); SQLite
+// serialises writing transactions before they start, so there the wait is
+// the busy timeout of the connection instead.
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

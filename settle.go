@@ -66,7 +66,17 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 
 	// The request hash only fills the claim's insert, which is rolled back.
 	v := s.newValues(key, []byte{0})
-	rec, claimed, busy, err := s.runClaim(ctx, tx, v)
+	var (
+		rec           *record
+		claimed, busy bool
+	)
+	err = s.withLockWait(ctx, tx, func() (err error) {
+		rec, claimed, busy, err = s.runClaim(ctx, tx, v)
+		if err == nil && !claimed && rec == nil && !busy {
+			rec, err = s.find(ctx, tx, v.key)
+		}
+		return err
+	})
 	switch {
 	case err != nil && s.d.Classify(err) == ErrorLockTimeout, busy:
 		return fmt.Errorf("idem: %s: %w", op, ErrKeyHeld)
@@ -74,10 +84,6 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 		return fmt.Errorf("idem: %s: %w", op, err)
 	case claimed:
 		return fmt.Errorf("idem: %s: %w", op, ErrNotFound)
-	case rec == nil:
-		if rec, err = s.find(ctx, tx, v.key); err != nil {
-			return fmt.Errorf("idem: %s: %w", op, err)
-		}
 	}
 	switch {
 	case rec == nil || !rec.live(v.createdAt):

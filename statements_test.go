@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,13 +46,13 @@ func (c *stmtCounter) nameStatements(store *idem.Store) {
 // counter, which names the store's statements and the effect's insert.
 func countStatements(t *testing.T, tg target) (*env, *stmtCounter) {
 	c := &stmtCounter{names: map[string]string{}}
-	tg.wrap = func(base driver.Driver, dsn string) driver.Connector {
+	tg.Wrap = func(base driver.Driver, dsn string) driver.Connector {
 		return stmtCountingConnector{base: base, dsn: dsn, c: c}
 	}
 	e := setup(t, tg)
-	c.nameStatements(e.store)
+	c.nameStatements(e.Store)
 	c.mu.Lock()
-	c.names[sprintf(tg.insertEffect, e.effects)] = "effect"
+	c.names[e.Effects.InsertSQL()] = "effect"
 	c.mu.Unlock()
 	return e, c
 }
@@ -188,11 +189,20 @@ func TestStatementsPerCall(t *testing.T) {
 			// The claim sees the expired record; a takeover replaces it.
 			"expired": {"claim", "takeover", "complete"},
 		},
-		"mysql": {
+		"mariadb": {
 			"claimed":  {"claim", "complete"},
 			"replay":   {"claim"},
 			"mismatch": {"claim"},
 			"expired":  {"claim", "complete"},
+		},
+		// No RETURNING, and a lock wait bound set for the session only:
+		// the claim writes, then reads what it wrote, between a set and a
+		// reset of the session's innodb_lock_wait_timeout.
+		"mysql": {
+			"claimed":  append(claimStatements(idem.MySQL()), "complete"),
+			"replay":   claimStatements(idem.MySQL()),
+			"mismatch": claimStatements(idem.MySQL()),
+			"expired":  append(claimStatements(idem.MySQL()), "complete"),
 		},
 		"sqlite": {
 			"claimed": {"claim", "complete"},
@@ -206,7 +216,7 @@ func TestStatementsPerCall(t *testing.T) {
 		e, c := countStatements(t, tg)
 		// A second store on the same table, a retention window later, for
 		// which every record the first one wrote has expired.
-		later, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithClock(func() time.Time {
+		later, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithClock(func() time.Time {
 			return time.Now().Add(25 * time.Hour)
 		}))
 		if err != nil {
@@ -220,17 +230,17 @@ func TestStatementsPerCall(t *testing.T) {
 			hash  []byte
 			want  idem.Outcome
 		}{
-			{"claimed", e.store, hashA, idem.Claimed},
-			{"replay", e.store, hashA, idem.Replay},
-			{"mismatch", e.store, hashB, idem.Mismatch},
+			{"claimed", e.Store, hashA, idem.Claimed},
+			{"replay", e.Store, hashA, idem.Replay},
+			{"mismatch", e.Store, hashB, idem.Mismatch},
 			{"expired", later, hashB, idem.Claimed},
 		} {
-			tx, err := e.db.BeginTx(ctx, nil)
+			tx, err := e.DB.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.take()
-			res, err := step.store.Do(ctx, tx, "k", step.hash, e.effect("k", created))
+			res, err := step.store.Do(ctx, tx, "k", step.hash, e.Effect("k", created))
 			seen, prepared := c.take()
 			if err != nil {
 				_ = tx.Rollback()
@@ -253,12 +263,20 @@ func TestStatementsPerCall(t *testing.T) {
 					stmts = append(stmts, s)
 				}
 			}
-			if w := want[tg.dialect.Name()][step.name]; !reflect.DeepEqual(stmts, w) {
+			if w := want[tg.Dialect.Name()][step.name]; !reflect.DeepEqual(stmts, w) {
 				t.Errorf("%s: Do sent %v, want %v", step.name, stmts, w)
 			}
 			t.Logf("%-8s %d statements %v, %d prepared apart", step.name, len(stmts), stmts, prepared)
 		}
 	})
+}
+
+// claimStatements are the statements of a claim that wins.
+func claimStatements(d idem.Dialect) []string {
+	if d.Name() == "mysql" {
+		return []string{"set_lock_wait", "claim_write", "claim", "reset_lock_wait"}
+	}
+	return []string{"claim"}
 }
 
 // TestStatementsPerCallLookupFirst counts what DoTx sends, transactions
@@ -269,7 +287,7 @@ func TestStatementsPerCallLookupFirst(t *testing.T) {
 		e, c := countStatements(t, tg)
 		// The option changes no statement, so the counter names this
 		// store's too.
-		store, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLookupFirst())
+		store, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,12 +297,12 @@ func TestStatementsPerCallLookupFirst(t *testing.T) {
 			want idem.Outcome
 			sent []string
 		}{
-			{"claimed", hashA, idem.Claimed, []string{"lookup", "begin", "claim", "effect", "complete"}},
+			{"claimed", hashA, idem.Claimed, slices.Concat([]string{"lookup", "begin"}, claimStatements(tg.Dialect), []string{"effect", "complete"})},
 			{"replay", hashA, idem.Replay, []string{"lookup"}},
 			{"mismatch", hashB, idem.Mismatch, []string{"lookup"}},
 		} {
 			c.take()
-			res, err := store.DoTx(context.Background(), e.db, nil, "k", step.hash, e.effect("k", created))
+			res, err := store.DoTx(context.Background(), e.DB, nil, "k", step.hash, e.Effect("k", created))
 			seen, _ := c.take()
 			if err != nil {
 				t.Fatalf("%s: %v", step.name, err)

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestCaptureBehavesLikeNetHTTP checks that a handler behind the middleware
 // is answered as net/http would answer it, first time and on replay.
 func TestCaptureBehavesLikeNetHTTP(t *testing.T) {
-	e := setup(t, sqliteTarget(sqliteParams))
+	e := setup(t, dbtest.SQLite(sqliteParams))
 	writeErr := make(chan error, 1)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/sniffed", func(w http.ResponseWriter, r *http.Request) {

@@ -2,18 +2,17 @@ package idemhttp_test
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // errConnReset is what a connection that died under a commit reports.
@@ -99,20 +98,9 @@ func (tx faultyTx) Commit() error {
 // returns.
 func faultyEnv(t *testing.T) (*env, *faults) {
 	t.Helper()
-	dsn := "file:" + filepath.Join(t.TempDir(), "idem.db") + "?" + sqliteParams
-	plain, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv := plain.Driver()
-	plain.Close()
 	f := &faults{}
-	tg := sqliteTarget(sqliteParams)
-	tg.open = func(t *testing.T) *sql.DB {
-		db := sql.OpenDB(faultyConnector{drv, dsn, f})
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
+	tg := dbtest.SQLite(sqliteParams)
+	tg.Wrap = func(drv driver.Driver, dsn string) driver.Connector { return faultyConnector{drv, dsn, f} }
 	return setup(t, tg), f
 }
 
@@ -167,13 +155,13 @@ func TestCommitFailure(t *testing.T) {
 		if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrCommitUnknown) {
 			t.Errorf("ErrorHook got %v, want ErrCommitUnknown", errs)
 		}
-		if n := e.effectCount(t); n != 0 {
+		if n := e.Effects.Total(t); n != 0 {
 			t.Errorf("%d effect rows, want 0: the commit was dropped", n)
 		}
 		first := send(t, srv, "POST", "/orders", "k", "book")
 		wantRan(t, first, http.StatusCreated, 2)
 		wantReplay(t, send(t, srv, "POST", "/orders", "k", "book"), first)
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -196,7 +184,7 @@ func TestCommitFailure(t *testing.T) {
 			t.Errorf("the attempts read %d bodies, want the whole body twice", len(seen))
 		}
 		wantReplay(t, send(t, srv, "POST", "/orders", "k", body), rep)
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -214,7 +202,7 @@ func TestCommitFailure(t *testing.T) {
 		if n, want := len(a.seen()), 1; n != want {
 			t.Errorf("the handler ran %d times, want %d", n, want)
 		}
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})

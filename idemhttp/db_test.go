@@ -3,16 +3,13 @@ package idemhttp_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,71 +34,25 @@ import (
 const sqliteParams = "_txlock=immediate&_pragma=busy_timeout(10000)"
 
 // target is one database and driver the middleware runs against.
-type target struct {
-	name    string
-	dialect idem.Dialect
-	// open returns a database for t, closed at the end of t.
-	open func(t *testing.T) *sql.DB
-}
+type target = dbtest.Target
 
-// targets lists SQLite, and the servers whose variables are set.
+// targets lists SQLite, with sqliteParams, and the servers whose variables
+// are set.
 func targets() []target {
-	ts := []target{sqliteTarget(sqliteParams)}
-	for _, srv := range dbtest.Servers() {
-		ts = append(ts, serverTarget(srv.Name, srv.Dialect, srv.Driver, srv.DSN))
-	}
-	return ts
+	return append([]target{dbtest.SQLite(sqliteParams)}, dbtest.ServerTargets()...)
 }
 
 // forEach runs f against every target as a subtest, and shows each server
 // it cannot reach as a skipped subtest that says how to reach it.
 func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 	t.Helper()
-	for _, tg := range targets() {
-		t.Run(tg.name, func(t *testing.T) { f(t, tg) })
-	}
-	dbtest.SkipMissing(t)
-}
-
-// sqliteTarget opens a fresh database file per test with params.
-func sqliteTarget(params string) target {
-	return target{
-		name:    "sqlite",
-		dialect: idem.SQLite(),
-		open: func(t *testing.T) *sql.DB {
-			db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "idem.db")+"?"+params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		},
-	}
-}
-
-func serverTarget(name string, d idem.Dialect, driver, dsn string) target {
-	return target{
-		name:    name,
-		dialect: d,
-		open: func(t *testing.T) *sql.DB {
-			db, err := sql.Open(driver, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		},
-	}
+	dbtest.ForEach(t, targets(), f)
 }
 
 // env is one test's database, store, effect table and handler, all dropped
 // at the end.
 type env struct {
-	tg      target
-	db      *sql.DB
-	store   *idem.Store
-	table   string // the store's
-	effects string // the effect table: one row per effect, with its note
+	*dbtest.Env
 
 	// What the orders handler answers, and how often it ran.
 	status atomic.Int64
@@ -114,55 +65,15 @@ type env struct {
 // it, and creates an effect table.
 func setup(t *testing.T, tg target, opts ...idem.Option) *env {
 	t.Helper()
-	db := tg.open(t)
-	suffix := randomName()
-	table := "idemhttp_" + suffix
-	e := &env{tg: tg, db: db, table: table, effects: "effects_" + suffix}
+	e := &env{Env: tg.Setup(t, opts...)}
 	e.status.Store(http.StatusCreated)
-	store, err := idem.New(tg.dialect, append([]idem.Option{idem.WithTable(table)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.store = store
-	ctx := context.Background()
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, "CREATE TABLE "+e.effects+" (note TEXT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, name := range []string{table, e.effects} {
-			if _, err := db.ExecContext(context.Background(), "DROP TABLE "+name); err != nil {
-				t.Logf("drop %s: %v", name, err)
-			}
-		}
-	})
 	return e
 }
 
-func randomName() string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(b[:])
-}
-
-// insert writes an effect row with note in tx.
+// insert writes an effect row with note in tx. The tests count the effect
+// rows of every key, or group them by note: the key is left empty.
 func (e *env) insert(ctx context.Context, tx *sql.Tx, note string) error {
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+e.effects+" (note) VALUES ("+e.tg.dialect.Placeholder(1)+")", note)
-	return err
-}
-
-// effectCount counts the effect rows.
-func (e *env) effectCount(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := e.db.QueryRowContext(context.Background(), "SELECT count(*) FROM "+e.effects).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return e.Effects.Insert(ctx, tx, "", note)
 }
 
 // orders is the handler of the tests. It writes an effect row in the
@@ -199,10 +110,10 @@ func (e *env) orders() http.Handler {
 // protect returns the middleware with opts, which must be valid.
 func (e *env) protect(t *testing.T, opts ...idemhttp.Option) func(http.Handler) http.Handler {
 	t.Helper()
-	if err := idemhttp.Check(e.store, e.db, opts...); err != nil {
+	if err := idemhttp.Check(e.Store, e.DB, opts...); err != nil {
 		t.Fatal(err)
 	}
-	return idemhttp.New(e.store, e.db, opts...)
+	return idemhttp.New(e.Store, e.DB, opts...)
 }
 
 // serve starts a test server with the middleware around handler.
@@ -221,7 +132,7 @@ func start(t *testing.T, h http.Handler) *httptest.Server {
 // lookup returns the record of the client's key, as Store.Lookup does.
 func (e *env) lookup(t *testing.T, scope, key string) (idem.Result, error) {
 	t.Helper()
-	return e.store.Lookup(context.Background(), e.db, idemhttp.StoredKey(scope, key))
+	return e.Store.Lookup(context.Background(), e.DB, idemhttp.StoredKey(scope, key))
 }
 
 // wantNoRecord fails the test if the key has a record.

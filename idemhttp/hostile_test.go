@@ -157,7 +157,7 @@ func TestHostileRequests(t *testing.T) {
 			if n := storedRecords(t, e); n != 1 {
 				t.Errorf("%d records, want 1", n)
 			}
-			if n := e.effectCount(t); n != 1 {
+			if n := e.Effects.Total(t); n != 1 {
 				t.Errorf("%d effect rows, want 1", n)
 			}
 		})
@@ -173,7 +173,7 @@ func TestCorruptRecordIs500(t *testing.T) {
 		var h hook
 		srv := e.serve(t, e.orders(), h.option())
 		wantRan(t, send(t, srv, "POST", "/orders", "k", "book"), http.StatusCreated, 1)
-		if _, err := e.db.ExecContext(context.Background(), "UPDATE "+storeTable(e)+" SET body = "+tg.dialect.Placeholder(1), []byte(`{"order":2}`)); err != nil {
+		if _, err := e.DB.ExecContext(context.Background(), "UPDATE "+e.Table+" SET body = "+tg.Dialect.Placeholder(1), []byte(`{"order":2}`)); err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 2; i++ {
@@ -189,7 +189,7 @@ func TestCorruptRecordIs500(t *testing.T) {
 		if n := e.runs.Load(); n != 1 {
 			t.Errorf("the handler ran %d times, want 1", n)
 		}
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -203,7 +203,7 @@ func wantNothingStored(t *testing.T, e *env, scope string, key []string) {
 	if n := storedRecords(t, e); n != 0 {
 		t.Errorf("%d records stored, want 0", n)
 	}
-	if n := e.effectCount(t); n != 0 {
+	if n := e.Effects.Total(t); n != 0 {
 		t.Errorf("%d effect rows, want 0", n)
 	}
 	for _, k := range key {
@@ -215,15 +215,11 @@ func wantNothingStored(t *testing.T, e *env, scope string, key []string) {
 	}
 }
 
-// storeTable returns the name of e's store table, which setup names after
-// the effect table.
-func storeTable(e *env) string { return "idemhttp_" + strings.TrimPrefix(e.effects, "effects_") }
-
 // storedRecords counts the rows of e's store table.
 func storedRecords(t *testing.T, e *env) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRowContext(context.Background(), "SELECT count(*) FROM "+storeTable(e)).Scan(&n); err != nil {
+	if err := e.DB.QueryRowContext(context.Background(), "SELECT count(*) FROM "+e.Table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -9,10 +9,11 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 func TestMalformedKeysAre400(t *testing.T) {
-	e := setup(t, sqliteTarget(sqliteParams))
+	e := setup(t, dbtest.SQLite(sqliteParams))
 	h := e.protect(t)(e.orders())
 	for _, c := range []struct {
 		name   string
@@ -54,7 +55,7 @@ func TestMalformedKeysAre400(t *testing.T) {
 }
 
 func TestRequiredKey(t *testing.T) {
-	e := setup(t, sqliteTarget(sqliteParams))
+	e := setup(t, dbtest.SQLite(sqliteParams))
 	srv := e.serve(t, e.orders(), idemhttp.Required(), idemhttp.KeyHeader("x-request-key"))
 	wantProblem(t, send(t, srv, "POST", "/orders", "", "book"), http.StatusBadRequest, "key-required", "")
 	// The key header is the configured one.

@@ -122,7 +122,7 @@ func TestStreamingResponseStopsAtTheLimit(t *testing.T) {
 				if rep.status != http.StatusOK || len(rep.body) != chunk {
 					t.Fatalf("after the refusal, the key answered %d with %d bytes; want the handler's 200 with %d", rep.status, len(rep.body), chunk)
 				}
-				if n := e.effectCount(t); n != 1 {
+				if n := e.Effects.Total(t); n != 1 {
 					t.Errorf("%d effect rows, want 1", n)
 				}
 				if res, err := e.lookup(t, "", "k"); err != nil || res.Outcome != idem.Replay {

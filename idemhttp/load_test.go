@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The shape of TestLoadWithDuplicates.
@@ -55,9 +56,13 @@ func TestLoadWithDuplicates(t *testing.T) {
 			t.Fatalf("%s=%q: want a positive number of requests", envLoadRequests, v)
 		}
 	}
-	for _, tg := range loadTargets() {
-		t.Run(tg.name, func(t *testing.T) { runLoad(t, tg, n) })
+	// TiDB too, in both transaction modes: the load shows the MySQL
+	// dialect's contract there.
+	for _, tg := range append(loadTargets(), dbtest.TiDBTargets()...) {
+		t.Run(tg.Name, func(t *testing.T) { runLoad(t, tg, n) })
 	}
+	dbtest.SkipMissing(t)
+	dbtest.SkipMissingTiDB(t)
 }
 
 // loadTargets is targets() with one PostgreSQL driver rather than two, since
@@ -66,7 +71,7 @@ func TestLoadWithDuplicates(t *testing.T) {
 func loadTargets() []target {
 	var ts []target
 	for _, tg := range targets() {
-		switch tg.name {
+		switch tg.Name {
 		case "postgres/pq":
 			continue
 		case "sqlite":
@@ -74,7 +79,7 @@ func loadTargets() []target {
 			// several times per commit, and the run measures the disk.
 			// WAL with synchronous=NORMAL, as a server would run it,
 			// syncs at checkpoints.
-			tg = sqliteTarget(sqliteParams + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+			tg = dbtest.SQLite(sqliteParams + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 		}
 		ts = append(ts, tg)
 	}
@@ -138,10 +143,10 @@ func runLoad(t *testing.T, tg target, n int) {
 	// time whatever the pool; with one connection the requests queue in
 	// database/sql, and the busy timeout never runs out however slow the
 	// run is under the race detector.
-	if tg.dialect.Name() == "sqlite" {
-		e.db.SetMaxOpenConns(1)
+	if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+		e.DB.SetMaxOpenConns(1)
 	} else {
-		e.db.SetMaxOpenConns(loadClients / 2)
+		e.DB.SetMaxOpenConns(loadClients / 2)
 	}
 	var (
 		st   loadStats
@@ -151,11 +156,11 @@ func runLoad(t *testing.T, tg target, n int) {
 	// Half the requests, at random, go through a store made
 	// WithLookupFirst on the same table, so that its reads race the other
 	// store's claims.
-	lookupFirst, err := idem.New(tg.dialect, idem.WithTable(e.table), idem.WithLookupFirst())
+	lookupFirst, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst())
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, first := e.protect(t, h.option()), idemhttp.New(lookupFirst, e.db, h.option())
+	plain, first := e.protect(t, h.option()), idemhttp.New(lookupFirst, e.DB, h.option())
 	mw := func(next http.Handler) http.Handler {
 		a, b := plain(next), first(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -255,13 +260,13 @@ func runLoad(t *testing.T, tg target, n int) {
 		}
 	}
 	t.Logf("%s: %d requests (%d retries of earlier keys) for %d distinct keys from %d clients in %v (%.0f requests/s)",
-		tg.name, len(plan), retries, len(plan)-retries, loadClients, elapsed.Round(time.Millisecond), float64(len(plan))/elapsed.Seconds())
+		tg.Name, len(plan), retries, len(plan)-retries, loadClients, elapsed.Round(time.Millisecond), float64(len(plan))/elapsed.Seconds())
 	t.Logf("%s: %d attempts, %d sent while another attempt with the key was out; %d responses dropped, %d client errors; "+
 		"%d answers ran the handler, %d replays; %d 409s, %d 503s, %d 500s, %d other; the handler ran %d times",
-		tg.name, st.attempts.Load(), st.overlapping.Load(), st.dropped.Load(), st.clientErrors.Load(),
+		tg.Name, st.attempts.Load(), st.overlapping.Load(), st.dropped.Load(), st.clientErrors.Load(),
 		st.ran.Load(), st.replays.Load(), st.inFlight.Load(), st.conflict.Load(), st.internal.Load(), st.other.Load(), st.runs.Load())
 	if errs := h.reported(); len(errs) > 0 {
-		t.Logf("%s: the ErrorHook was told %d errors, the first: %v", tg.name, len(errs), errs[0])
+		t.Logf("%s: the ErrorHook was told %d errors, the first: %v", tg.Name, len(errs), errs[0])
 	}
 
 	for i, f := range failed {
@@ -366,7 +371,7 @@ func checkLoad(t *testing.T, e *env, plan []loadJob, answers map[string][]loadAn
 	}
 
 	effects := map[string]int{}
-	rows, err := e.db.QueryContext(ctx, "SELECT note, count(*) FROM "+e.effects+" GROUP BY note")
+	rows, err := e.DB.QueryContext(ctx, "SELECT note, count(*) FROM "+e.Effects.Table+" GROUP BY note")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +405,7 @@ func checkLoad(t *testing.T, e *env, plan []loadJob, answers map[string][]loadAn
 		if n := effects[key]; n != 1 {
 			fail("key %s has %d effect rows, want 1", key, n)
 		}
-		res, err := e.store.Lookup(ctx, e.db, idemhttp.StoredKey("", key))
+		res, err := e.Store.Lookup(ctx, e.DB, idemhttp.StoredKey("", key))
 		if err != nil || res.Outcome != idem.Replay {
 			fail("Lookup(%s) = %v, %v; want its stored response", key, res.Outcome, err)
 			continue

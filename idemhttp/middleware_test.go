@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // loseFirst wraps h so that the first response is lost on its way: the
@@ -72,7 +73,7 @@ func TestLostResponseReplays(t *testing.T) {
 		if n := e.runs.Load(); n != 1 {
 			t.Errorf("the handler ran %d times, want 1", n)
 		}
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 		res, err := e.lookup(t, "", "order-1")
@@ -107,7 +108,7 @@ func TestMismatch(t *testing.T) {
 		if n := e.runs.Load(); n != 1 {
 			t.Errorf("the handler ran %d times, want 1", n)
 		}
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1: a mismatch writes nothing", n)
 		}
 		wantReplay(t, send(t, srv, "POST", "/orders", "k", `{"item":"book"}`), first)
@@ -150,7 +151,7 @@ func TestScopesDoNotMeet(t *testing.T) {
 		wantReplay(t, as("acme", "book"), acme)
 		wantReplay(t, as("globex", "book"), globex)
 		wantProblem(t, as("acme", "kettle"), http.StatusUnprocessableEntity, "key-reused", "")
-		if n := e.effectCount(t); n != 4 {
+		if n := e.Effects.Total(t); n != 4 {
 			t.Errorf("%d effect rows, want 4", n)
 		}
 
@@ -235,7 +236,7 @@ func TestInFlight(t *testing.T) {
 			done <- rep
 		}()
 		<-started
-		if tg.dialect.Name() == "sqlite" {
+		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
 			// SQLite has no InFlight: the second request waits at BEGIN
 			// for the first to finish, then replays it. The first is
 			// released 300 ms from now, and the second waits for it up
@@ -260,7 +261,7 @@ func TestInFlight(t *testing.T) {
 			wantRan(t, first, http.StatusCreated, 1)
 			wantReplay(t, send(t, srv, "POST", "/orders", "k", "book"), first)
 		}
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -277,7 +278,7 @@ func TestStorePolicy(t *testing.T) {
 			if want := "{\"order\":1,\"got\":\"book\"}\n\x00\xff"; string(rep.body) != want || rep.header.Get("Set-Cookie") != "session=s1; HttpOnly" {
 				t.Errorf("got %q, Set-Cookie %q; want the handler's own response", rep.body, rep.header.Get("Set-Cookie"))
 			}
-			if n := e.effectCount(t); n != 0 {
+			if n := e.Effects.Total(t); n != 0 {
 				t.Errorf("%d effect rows, want 0: a 5xx rolls back", n)
 			}
 			e.wantNoRecord(t, "", "k")
@@ -286,7 +287,7 @@ func TestStorePolicy(t *testing.T) {
 			first := send(t, srv, "POST", "/orders", "k", "book")
 			wantRan(t, first, http.StatusCreated, 2)
 			wantReplay(t, send(t, srv, "POST", "/orders", "k", "book"), first)
-			if n := e.effectCount(t); n != 1 {
+			if n := e.Effects.Total(t); n != 1 {
 				t.Errorf("%d effect rows, want 1", n)
 			}
 		})
@@ -298,7 +299,7 @@ func TestStorePolicy(t *testing.T) {
 			first := send(t, srv, "POST", "/orders", "k", "book")
 			wantRan(t, first, http.StatusBadRequest, 1)
 			wantReplay(t, send(t, srv, "POST", "/orders", "k", "book"), first)
-			if n := e.effectCount(t); n != 1 {
+			if n := e.Effects.Total(t); n != 1 {
 				t.Errorf("%d effect rows, want 1", n)
 			}
 		})
@@ -308,7 +309,7 @@ func TestStorePolicy(t *testing.T) {
 			srv := e.serve(t, e.orders(), idemhttp.StorePolicy(func(status int) bool { return status < 400 }))
 			e.status.Store(http.StatusConflict)
 			wantRan(t, send(t, srv, "POST", "/orders", "k", "book"), http.StatusConflict, 1)
-			if n := e.effectCount(t); n != 0 {
+			if n := e.Effects.Total(t); n != 0 {
 				t.Errorf("%d effect rows, want 0", n)
 			}
 			e.wantNoRecord(t, "", "k")
@@ -328,7 +329,7 @@ func (e *env) wantTooLargeUndone(t *testing.T, h *hook, key string) {
 	if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrResponseTooLarge) {
 		t.Errorf("ErrorHook got %v, want ErrResponseTooLarge", errs)
 	}
-	if n := e.effectCount(t); n != 0 {
+	if n := e.Effects.Total(t); n != 0 {
 		t.Errorf("%d effect rows, want 0: the request is undone", n)
 	}
 	e.wantNoRecord(t, "", key)
@@ -383,11 +384,11 @@ func TestHandlerPanic(t *testing.T) {
 		if rec.wrote.Load() || len(rec.header) != 0 {
 			t.Errorf("the panicking request wrote a response: %v", rec.header)
 		}
-		if n := e.effectCount(t); n != 0 {
+		if n := e.Effects.Total(t); n != 0 {
 			t.Errorf("%d effect rows, want 0", n)
 		}
 		e.wantNoRecord(t, "", "k")
-		if n := e.db.Stats().InUse; n != 0 {
+		if n := e.DB.Stats().InUse; n != 0 {
 			t.Errorf("%d connections still in use after the panic", n)
 		}
 		// The key is free: the next attempt runs.
@@ -428,7 +429,7 @@ func TestUnprotectedRequestsPassThrough(t *testing.T) {
 				t.Error("Tx is not nil for a request without a key")
 			}
 		}
-		if n := e.effectCount(t); n != 0 {
+		if n := e.Effects.Total(t); n != 0 {
 			t.Errorf("%d effect rows, want 0", n)
 		}
 
@@ -521,11 +522,11 @@ func TestConflictIs503(t *testing.T) {
 	// A busy SQLite database is a conflict that DoTx retries: with a short
 	// busy timeout and another transaction holding the write lock, every
 	// attempt fails at BEGIN.
-	e := setup(t, sqliteTarget("_txlock=immediate&_pragma=busy_timeout(20)"))
+	e := setup(t, dbtest.SQLite("_txlock=immediate&_pragma=busy_timeout(20)"))
 	var h hook
 	srv := e.serve(t, e.orders(), idemhttp.RetryAfter(1500*time.Millisecond), h.option())
 	ctx := context.Background()
-	holder, err := e.db.BeginTx(ctx, nil)
+	holder, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,14 +570,14 @@ func TestHandlerCommitsItself(t *testing.T) {
 		}
 		wantProblem(t, send(t, srv, "POST", "/orders", "k", ""), http.StatusConflict, "in-flight", "1")
 		settled := idem.Response{Status: http.StatusCreated, Body: []byte("settled")}
-		if err := e.store.Settle(context.Background(), e.db, idemhttp.StoredKey("", "k"), settled); err != nil {
+		if err := e.Store.Settle(context.Background(), e.DB, idemhttp.StoredKey("", "k"), settled); err != nil {
 			t.Fatal(err)
 		}
 		rep := send(t, srv, "POST", "/orders", "k", "")
 		if rep.status != http.StatusCreated || string(rep.body) != "settled" || rep.header.Get(idemhttp.ReplayedHeader) != "true" {
 			t.Errorf("after Settle the retry got %d %q, want the settled 201, replayed", rep.status, rep.body)
 		}
-		if n := e.effectCount(t); n != 1 {
+		if n := e.Effects.Total(t); n != 1 {
 			t.Errorf("%d effect rows, want the 1 the handler committed", n)
 		}
 	})
@@ -597,7 +598,7 @@ func TestNothingLeavesBeforeCommit(t *testing.T) {
 		srv := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			outer := &passOn{w: w, first: func() {
 				var n int
-				if err := e.db.QueryRow("SELECT count(*) FROM " + e.effects).Scan(&n); err != nil {
+				if err := e.DB.QueryRow("SELECT count(*) FROM " + e.Effects.Table).Scan(&n); err != nil {
 					t.Error(err)
 				}
 				atFirstByte <- n

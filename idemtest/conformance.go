@@ -3,41 +3,46 @@ package idemtest
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestDialect runs the contract of Do against a real database through d, one
 // named subtest per property. open returns the database for one subtest,
 // closed by open's own cleanup if it needs closing; TestDialect creates its
-// tables there under random names and drops them at the end.
+// tables there under random names and drops them at the end: the dialect's
+// own, and beside it a table of the properties' effects, in plain SQL:
+// (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL).
 //
 // The properties are those of docs/contract.md: claim, replay byte for byte,
 // mismatch, an error that stores nothing, rollback freeing the key, a
 // concurrent claim that waits and then replays or claims, the lock timeout
 // answering InFlight with the transaction still usable, lost races under
 // REPEATABLE READ and SERIALIZABLE, expiry with one winner, a takeover that
-// checks the expiry, purge, keys
-// compared byte for byte, bad input, large responses, damaged records,
-// refusals, DoTx with WithLookupFirst, completions and abandons guarded by
-// the claim's token after the server ended the transaction, and a race of 32
-// goroutines. A
-// database that lets one transaction write at a time, such as SQLite, skips
-// the two properties that need two writers at once, and says so.
+// checks the expiry, purge, keys compared byte for byte, bad input, large
+// responses, damaged records, refusals, DoTx with WithLookupFirst,
+// completions and abandons guarded by the claim's token after the server
+// ended the transaction, and a race of 32 goroutines.
+//
+// The properties read what d declares in its Capabilities (see
+// idem.CapabilitiesOf): a dialect whose database lets one transaction write
+// at a time, such as SQLite, skips the properties that need two writers at
+// once, and says so; one whose database cannot wait less than MinLockWait
+// for a held key is held to that; and one whose database settles a race at
+// commit (ConflictAtCommit) skips the properties of a claim that meets a
+// held key, for one that races two claims to the commit.
 func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) {
 	t.Helper()
-	w := new(writers)
+	caps := idem.CapabilitiesOf(d)
 	for _, p := range []struct {
 		name string
 		test func(t *testing.T, s *suite)
@@ -50,6 +55,7 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 		{"ConcurrentClaimWaitsThenReplays", testWaitThenReplay},
 		{"ConcurrentClaimWaitsThenClaims", testWaitThenClaim},
 		{"LockTimeoutAnswersInFlight", testLockTimeout},
+		{"ConflictAtCommit", testConflictAtCommit},
 		{"StricterIsolation", testIsolation},
 		{"ExpiryHasOneWinner", testExpiry},
 		{"TakeoverChecksExpiry", testTakeoverChecksExpiry},
@@ -64,119 +70,53 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 		{"Torture", testTorture},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			p.test(t, &suite{d: d, db: open(t), writers: w})
+			p.test(t, &suite{d: d, caps: caps, db: open(t)})
 		})
 	}
 }
 
 // suite is one property's database and dialect.
 type suite struct {
-	d       idem.Dialect
-	db      *sql.DB
-	writers *writers // shared by the properties of one TestDialect
+	d    idem.Dialect
+	caps idem.Capabilities
+	db   *sql.DB
 }
 
-// env is a store on a table of its own, with an effect table beside it.
+// env is a store on a table of its own, with an effect table beside it: a
+// dbtest.Env, whose helpers its methods are under the names the properties
+// use.
 type env struct {
 	*suite
-	store   *idem.Store
-	table   string
-	effects string
+	x     *dbtest.Env
+	store *idem.Store
+	table string
 }
 
 // env makes a store with opts on a new table, migrates it, and creates an
 // effect table; both are dropped at the end of the test.
 func (s *suite) env(t *testing.T, opts ...idem.Option) *env {
 	t.Helper()
-	suffix := randomHex(6)
-	e := &env{suite: s, table: "idem_" + suffix, effects: "effects_" + suffix}
-	store, err := idem.New(s.d, append([]idem.Option{idem.WithTable(e.table)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.store = store
-	ctx := context.Background()
-	if err := store.Migrate(ctx, s.db); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	if _, err := s.db.ExecContext(ctx, "CREATE TABLE "+e.effects+" (k VARCHAR(1100) NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, table := range []string{e.table, e.effects} {
-			if _, err := s.db.ExecContext(context.Background(), "DROP TABLE "+table); err != nil {
-				t.Errorf("drop %s: %v", table, err)
-			}
-		}
-	})
-	return e
+	x := dbtest.Setup(t, s.d, s.db, opts...)
+	return &env{suite: s, x: x, store: x.Store, table: x.Table}
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return hex.EncodeToString(b)
-}
+func (e *env) effect(key string, resp idem.Response) idem.Func { return e.x.Effect(key, resp) }
 
-// effect returns a Func that writes one effect row for key and answers resp.
-func (e *env) effect(key string, resp idem.Response) idem.Func {
-	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		q := "INSERT INTO " + e.effects + " (k) VALUES (" + e.d.Placeholder(1) + ")"
-		if _, err := tx.ExecContext(ctx, q, hex.EncodeToString([]byte(key))); err != nil {
-			return idem.Response{}, err
-		}
-		return resp, nil
-	}
-}
-
-// effectCount counts the effect rows of key.
-func (e *env) effectCount(t *testing.T, key string) int {
-	t.Helper()
-	q := "SELECT count(*) FROM " + e.effects + " WHERE k = " + e.d.Placeholder(1)
-	var n int
-	if err := e.db.QueryRowContext(context.Background(), q, hex.EncodeToString([]byte(key))).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// begin starts a transaction, rolled back at the end of the test if open.
 func (e *env) begin(t *testing.T, opts *sql.TxOptions) *sql.Tx {
 	t.Helper()
-	tx, err := e.db.BeginTx(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() })
-	return tx
+	return e.x.Begin(t, opts)
 }
 
-// do runs Do in a transaction of its own, which it commits when commit is
-// true and Do succeeded, and rolls back otherwise.
 func (e *env) do(t *testing.T, key string, hash []byte, fn idem.Func, commit bool) (idem.Result, error) {
 	t.Helper()
-	tx := e.begin(t, nil)
-	res, err := e.store.Do(context.Background(), tx, key, hash, fn)
-	if err == nil && commit {
-		if cerr := tx.Commit(); cerr != nil {
-			t.Fatalf("commit: %v", cerr)
-		}
-	} else if rerr := tx.Rollback(); rerr != nil {
-		t.Fatalf("rollback: %v", rerr)
-	}
-	return res, err
+	return e.x.Do(t, key, hash, fn, commit)
 }
 
-// hold claims key in a transaction that it leaves open, like a request
-// still being served.
+// hold claims key for created in a transaction that it leaves open, like a
+// request still being served.
 func (e *env) hold(t *testing.T, key string) *sql.Tx {
 	t.Helper()
-	tx := e.begin(t, nil)
-	res, err := e.store.Do(context.Background(), tx, key, hashA, e.effect(key, created))
-	wantOutcome(t, res, err, idem.Claimed)
-	return tx
+	return e.x.Hold(t, key, hashA, created)
 }
 
 // rawRecords reads every record of the table as stored, to show that a call
@@ -205,95 +145,6 @@ func (e *env) rawRecords(t *testing.T) [][]any {
 		t.Fatal(err)
 	}
 	return all
-}
-
-// writersSerialize reports whether the database lets one transaction write at
-// a time, by trying to write in a second transaction while a first one has
-// written. A driver may ignore the deadline while it waits for the lock, so
-// the probe stops waiting on its own and lets the second transaction finish
-// after the first rolls back. The answer is the same for every property of
-// one TestDialect, so the first property that asks probes, and the others
-// reuse its answer.
-func (e *env) writersSerialize(t *testing.T) bool {
-	t.Helper()
-	e.writers.mu.Lock()
-	defer e.writers.mu.Unlock()
-	if !e.writers.probed {
-		e.writers.serial = e.probeWriters(t)
-		e.writers.probed = true
-	}
-	return e.writers.serial
-}
-
-// writers holds what writersSerialize found.
-type writers struct {
-	mu     sync.Mutex
-	probed bool
-	serial bool
-}
-
-// probeWait is how long the probe of writersSerialize gives the second
-// transaction to write. Where writers take turns, that transaction waits
-// until the first one ends, which happens only after the probe has given
-// up: it never finishes within any bound (or it fails at once, with a busy
-// error, where the busy timeout is short). Where they do not, it sends
-// BEGIN and one INSERT on a session opened beforehand, which took at most
-// a few tens of milliseconds on a loaded 2-core machine under -race; 1 s is
-// far above that, so a busy machine is not taken for one that serialises
-// writers, which would skip properties. Only a database that serialises
-// writers pays the whole second, once per TestDialect.
-const probeWait = time.Second
-
-// probeWriters runs the probe of writersSerialize.
-func (e *env) probeWriters(t *testing.T) bool {
-	t.Helper()
-	// The second transaction's session is opened before the first one
-	// writes, so that the wait below counts two statements and not the
-	// opening of a session.
-	conn, err := e.db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := e.begin(t, nil)
-	if _, err := e.effect("probe-1", created)(context.Background(), first); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), probeWait)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		defer conn.Close()
-		second, err := conn.BeginTx(ctx, nil)
-		if err == nil {
-			_, err = e.effect("probe-2", created)(ctx, second)
-			_ = second.Rollback()
-		}
-		done <- err
-	}()
-	var finished bool
-	// A driver that honours the deadline answers with an error at
-	// probeWait; the half second more is for it to say so, and the timer
-	// for a driver that does not.
-	select {
-	case err = <-done:
-		finished = true
-	case <-time.After(probeWait + 500*time.Millisecond):
-		err = errors.New("still waiting for the lock")
-	}
-	if rerr := first.Rollback(); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if !finished {
-		// Once the first transaction has rolled back, nothing holds the
-		// second one up: it ends in milliseconds. The minute only turns a
-		// driver that never returns into a failure instead of a hang.
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			t.Fatal("the second transaction of the probe never ended")
-		}
-	}
-	return err != nil
 }
 
 var (
@@ -332,7 +183,7 @@ func sameResponse(t *testing.T, got, want idem.Response) {
 // wantEffects fails the test unless key has n effect rows.
 func (e *env) wantEffects(t *testing.T, key string, n int) {
 	t.Helper()
-	if got := e.effectCount(t, key); got != n {
+	if got := e.x.EffectCount(t, key); got != n {
 		t.Errorf("key %q: %d effect rows, want %d", key, got, n)
 	}
 }

@@ -2,6 +2,7 @@ package idemtest
 
 import (
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -32,8 +33,15 @@ import (
 //	mock.ExpectCommit()
 //
 // The other outcomes are one call each: m.ExpectDo(key, hash).WillReplay(resp),
-// WillMismatch(), WillBeInFlight() or WillConflict(). For DoTx on a store
-// made WithLookupFirst, ExpectLookupFirst comes first, before the BEGIN.
+// WillMismatch(), WillBeInFlight(), WillConflict() or WillReturnError(err).
+// For DoTx on a store made WithLookupFirst, ExpectLookupFirst comes first,
+// before the BEGIN.
+//
+// A Mock knows nothing of any dialect by name: it works the same for the
+// built-in dialects and for one written outside package idem. Which
+// statements a claim takes it reads from Store.Queries (see ExpectDo); which
+// error is a conflict it asks the Store's dialect (see
+// ExpectedDo.WillConflict).
 type Mock struct {
 	mock    sqlmock.Sqlmock
 	store   *idem.Store
@@ -56,6 +64,12 @@ func (m *Mock) MatchEqual() *Mock {
 	return m
 }
 
+// has reports whether the store sends the named statement.
+func (m *Mock) has(name string) bool {
+	_, ok := m.queries[name]
+	return ok
+}
+
 // sql returns the expected text of the named statement, for the matcher.
 func (m *Mock) sql(name string) string {
 	q, ok := m.queries[name]
@@ -70,7 +84,7 @@ func (m *Mock) sql(name string) string {
 }
 
 // args returns the arguments of the named statement: the values given by
-// name, and sqlmock.AnyArg for the others (times and tokens).
+// name, and sqlmock.AnyArg for the others (times, tokens and lock numbers).
 func (m *Mock) args(name string, vals map[string]driver.Value) []driver.Value {
 	q := m.queries[name]
 	args := make([]driver.Value, len(q.Params))
@@ -82,6 +96,12 @@ func (m *Mock) args(name string, vals map[string]driver.Value) []driver.Value {
 		}
 	}
 	return args
+}
+
+// expectSession expects the named statement that binds nothing, SetLockWait
+// or ResetLockWait, to succeed.
+func (m *Mock) expectSession(name string) {
+	m.mock.ExpectExec(m.sql(name)).WithoutArgs().WillReturnResult(sqlmock.NewResult(0, 0))
 }
 
 // mockToken is the claim token of the records the mock's statements return.
@@ -96,20 +116,47 @@ var (
 )
 
 // ExpectDo expects Do (or DoTx) to claim key for a request with reqHash. By
-// default the claim wins: expect fn's statements next, then ExpectComplete.
-// Call one of the methods of the result to expect another outcome.
+// default the claim wins: expect fn's statements next, then ExpectComplete
+// (or ExpectAbandon, when fn fails). Call one of the methods of the result,
+// at once, to expect another outcome.
+//
+// It expects the statements of the claim that the store sends, in the order
+// it sends them, each only where the store's dialect has it (see
+// idem.Statements and Store.Queries):
+//
+//   - "set_lock_wait", which succeeds;
+//   - "claim_write", which succeeds, affecting one row;
+//   - "claim", which answers the outcome;
+//   - "reset_lock_wait", which succeeds. The Store sends it once the claim
+//     has settled, whatever the outcome, also after a claim that failed
+//     (WillConflict, WillReturnError), so it is expected then too.
+//
+// The records that the claim returns are stamped with time.Now() and expire
+// idem.DefaultRetention later: a Store WithClock whose clock runs that far
+// ahead of the real one sees them expired.
 func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	e := &ExpectedDo{m: m, key: []byte(key), hash: reqHash}
-	e.claim = m.mock.ExpectQuery(m.sql("claim")).
-		WithArgs(m.args("claim", map[string]driver.Value{"key": e.key, "request_hash": reqHash})...)
+	vals := map[string]driver.Value{"key": e.key, "request_hash": reqHash}
+	if m.has("set_lock_wait") {
+		m.expectSession("set_lock_wait")
+	}
+	if m.has("claim_write") {
+		m.mock.ExpectExec(m.sql("claim_write")).
+			WithArgs(m.args("claim_write", vals)...).
+			WillReturnResult(sqlmock.NewResult(0, 1))
+	}
+	e.claim = m.mock.ExpectQuery(m.sql("claim")).WithArgs(m.args("claim", vals)...)
 	now := time.Now()
 	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).
 		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken))
+	if m.has("reset_lock_wait") {
+		m.expectSession("reset_lock_wait")
+	}
 	return e
 }
 
 // ExpectComplete expects Do to store resp as the response of the key that
-// it claimed for reqHash.
+// it claimed for reqHash, affecting one row.
 func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 	header := codec.EncodeHeader(resp.Header)
 	body := resp.Body
@@ -124,8 +171,12 @@ func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
-// ExpectAbandon expects Do to delete its claim of key, as it does when fn
-// fails or its response is too large to store.
+// ExpectAbandon expects Do to delete its claim of key, affecting one row, as
+// it does when fn fails or returns a response it cannot store (too large, or
+// a status beyond 32 bits). Do sends no such statement when fn's error is a
+// conflict (it matches idem.ErrRetry, or the dialect classifies it as
+// idem.ErrorRetry): the transaction is lost then, so expect only the
+// caller's rollback after fn's statements.
 func (m *Mock) ExpectAbandon(key string) {
 	m.mock.ExpectExec(m.sql("abandon")).
 		WithArgs(m.args("abandon", map[string]driver.Value{"key": []byte(key)})...).
@@ -136,7 +187,8 @@ func (m *Mock) ExpectAbandon(key string) {
 // WithLookupFirst, before its transaction. By default the read finds
 // nothing and DoTx goes on: expect the BEGIN and ExpectDo next. WillReplay
 // and WillMismatch make it find a finished request instead, which answers
-// DoTx with no transaction after it.
+// DoTx with no transaction after it. The records it returns are stamped as
+// those of ExpectDo.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
 	e.lookup = m.expectLookup(e.key, nil)
@@ -158,11 +210,22 @@ func (e *ExpectedLookup) WillReplay(resp idem.Response) {
 // WillMismatch makes the read find a finished request with another hash:
 // DoTx answers Mismatch.
 func (e *ExpectedLookup) WillMismatch() {
-	other := append([]byte("not "), e.hash...)
-	e.lookup.WillReturnRows(sqlmock.NewRows(recordColumns).AddRow(liveRecord(e.key, other, &idem.Response{Status: 200})...))
+	e.lookup.WillReturnRows(sqlmock.NewRows(recordColumns).AddRow(liveRecord(e.key, otherHash(e.hash), &idem.Response{Status: 200})...))
 }
 
 // ExpectedDo is the expectation of one claim, which ExpectDo made.
+//
+// The outcomes other than Claimed all come from the claim statement itself,
+// the same way for every dialect: WillReplay, WillMismatch and
+// WillBeInFlight make it return the record of the request that holds the
+// key (claimed false, busy false), and WillConflict and WillReturnError
+// make it fail. Do then sends no lookup. The claim of some databases never
+// returns the record it lost to (SQLite's returns no row, and Do looks the
+// record up in a statement of its own), but a Store accepts both answers
+// from any dialect, and only this one fits before the ResetLockWait that
+// ExpectDo has already expected: sqlmock matches expectations in the order
+// they were set, and ExpectDo must set them all before it returns, ahead of
+// the expectations of fn's statements.
 type ExpectedDo struct {
 	m         *Mock
 	key, hash []byte
@@ -172,38 +235,65 @@ type ExpectedDo struct {
 // WillReplay makes the claim find a finished request with the same hash and
 // the stored response resp: Do answers Replay with resp.
 func (e *ExpectedDo) WillReplay(resp idem.Response) {
-	e.found(e.hash, &resp)
+	e.lost(e.hash, &resp)
 }
 
 // WillMismatch makes the claim find a finished request with another hash: Do
 // answers Mismatch.
 func (e *ExpectedDo) WillMismatch() {
-	other := append([]byte("not "), e.hash...)
-	e.found(other, &idem.Response{Status: 200})
+	e.lost(otherHash(e.hash), &idem.Response{Status: 200})
 }
 
-// WillBeInFlight makes the claim find the key held by a request that has not
-// finished: Do answers InFlight.
+// WillBeInFlight makes the claim find the key held by a request with the
+// same hash that has not finished: Do answers InFlight.
 func (e *ExpectedDo) WillBeInFlight() {
-	if e.m.store.Dialect().Name() == "mysql" {
-		// MariaDB's claim waits for the holder, times out, and looks.
-		e.claim.WillReturnError(&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded; try restarting transaction"})
-		e.m.expectLookup(e.key, nil)
-		return
-	}
-	e.found(e.hash, nil)
+	e.lost(e.hash, nil)
 }
 
-// WillConflict makes the claim fail with the dialect's retryable conflict (a
+// WillConflict makes the claim fail with a retryable conflict (a
 // serialization failure, a deadlock, a busy database): Do returns an error
-// that matches idem.ErrRetry. Expect the caller's rollback next.
+// that matches idem.ErrRetry and wraps the conflict error. Expect the
+// caller's rollback next; DoTx then runs its transaction again, so expect
+// its next attempt after the rollback.
+//
+// The error is the first of idemtest's conflict errors that the Store's
+// dialect classifies as idem.ErrorRetry: a PostgreSQL serialization failure
+// (SQLSTATE 40001, reported through a SQLState method as lib/pq and pgx
+// do), a MySQL deadlock (*mysql.MySQLError 1213), or SQLITE_BUSY (code 5,
+// reported through a Code method as modernc.org/sqlite does). A dialect
+// whose driver reports its errors otherwise (such as
+// github.com/mattn/go-sqlite3, a driver idemtest does not import)
+// classifies none of them as a retry. Then the claim fails instead with an
+// error that matches ErrNoConflict and says so, and Do returns it as it
+// would any other error of the claim, not as idem.ErrRetry; use
+// WillReturnError with the driver's own conflict error.
 func (e *ExpectedDo) WillConflict() {
-	e.claim.WillReturnError(conflictError(e.m.store.Dialect().Name()))
+	e.claim.WillReturnError(conflictError(e.m.store.Dialect()))
 }
 
-// WillReturnError makes the claim fail with err, as a broken connection would.
+// WillReturnError makes the claim fail with err, as a broken connection
+// would. Do returns it wrapped, as idem.ErrRetry when the dialect
+// classifies it as idem.ErrorRetry. The error comes from the claim
+// statement, after SetLockWait and ClaimWrite succeeded, where the dialect
+// has them; ResetLockWait is still expected after it.
+//
+// err must not be one that the dialect classifies as
+// idem.ErrorLockTimeout: Do would look the key up after it, a statement
+// the Mock does not expect. Use WillBeInFlight for a held key.
 func (e *ExpectedDo) WillReturnError(err error) {
 	e.claim.WillReturnError(err)
+}
+
+// lost makes the claim lose to a live record with hash and, unless resp is
+// nil, a stored response, which the claim statement returns.
+func (e *ExpectedDo) lost(hash []byte, resp *idem.Response) {
+	rec := liveRecord(e.key, hash, resp)
+	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).AddRow(append([]driver.Value{false, false}, rec...)...))
+}
+
+// otherHash returns a request hash different from hash.
+func otherHash(hash []byte) []byte {
+	return append([]byte("not "), hash...)
 }
 
 // liveRecord returns the columns of a live record of key with hash and,
@@ -223,23 +313,8 @@ func liveRecord(key, hash []byte, resp *idem.Response) []driver.Value {
 	return rec
 }
 
-// found makes the claim lose to a live record with hash and, unless resp is
-// nil, a stored response. SQLite's claim returns nothing when it loses, so
-// Do looks the record up in a second statement; the other dialects' claims
-// return the record.
-func (e *ExpectedDo) found(hash []byte, resp *idem.Response) {
-	rec := liveRecord(e.key, hash, resp)
-	if e.m.store.Dialect().Name() == "sqlite" {
-		e.claim.WillReturnRows(sqlmock.NewRows(claimColumns))
-		e.m.expectLookup(e.key, rec)
-		return
-	}
-	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).AddRow(append([]driver.Value{false, false}, rec...)...))
-}
-
-// expectLookup expects the lookup statement for key, as Do sends it after a
-// claim that did not return the record and DoTx before its transaction,
-// returning rec, or no row.
+// expectLookup expects the lookup statement for key, returning rec, or no
+// row.
 func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQuery {
 	rows := sqlmock.NewRows(recordColumns)
 	if rec != nil {
@@ -250,17 +325,30 @@ func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQue
 		WillReturnRows(rows)
 }
 
-// conflictError is an error that the named built-in dialect classifies as a
-// retryable conflict.
-func conflictError(dialect string) error {
-	switch dialect {
-	case "postgres":
-		return sqlStateError("40001")
-	case "mysql":
-		return &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
-	default:
-		return sqliteBusy{}
+// ErrNoConflict is the error that ExpectedDo.WillConflict makes the claim
+// return when the Store's dialect classifies none of idemtest's conflict
+// errors as idem.ErrorRetry.
+var ErrNoConflict = errors.New("idemtest: WillConflict: the dialect classifies none of idemtest's conflict errors (SQLSTATE 40001, MySQL 1213, SQLITE_BUSY) as a retry; use WillReturnError with the driver's own conflict error")
+
+// conflictErrors returns idemtest's candidate conflict errors, as the
+// drivers of the built-in dialects report them.
+func conflictErrors() []error {
+	return []error{
+		sqlStateError("40001"),
+		&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
+		sqliteBusy{},
 	}
+}
+
+// conflictError returns the first of conflictErrors that d classifies as
+// idem.ErrorRetry, or an error that matches ErrNoConflict.
+func conflictError(d idem.Dialect) error {
+	for _, err := range conflictErrors() {
+		if d.Classify(err) == idem.ErrorRetry {
+			return err
+		}
+	}
+	return fmt.Errorf("%w (dialect %T)", ErrNoConflict, d)
 }
 
 // sqlStateError is a PostgreSQL error as lib/pq and pgx report one, through

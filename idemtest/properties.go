@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The properties of the contract, each run by TestDialect as a subtest.
@@ -115,6 +116,7 @@ func testRollback(t *testing.T, s *suite) {
 // testWaitThenReplay holds a claim and commits it while a second request
 // waits, with DoTx as a database that serialises writers needs.
 func testWaitThenReplay(t *testing.T, s *suite) {
+	skipIfConflictAtCommit(t, s)
 	e := s.env(t, idem.WithLockTimeout(10*time.Second))
 	holder := e.hold(t, "k")
 	// The holder commits 200 ms from now, 50 times inside the 10 s lock
@@ -152,8 +154,9 @@ func testWaitThenClaim(t *testing.T, s *suite) {
 
 func testLockTimeout(t *testing.T, s *suite) {
 	const timeout = 300 * time.Millisecond
+	skipIfConflictAtCommit(t, s)
 	e := s.env(t, idem.WithLockTimeout(timeout))
-	if e.writersSerialize(t) {
+	if e.caps.OneWriter {
 		t.Skip("the database lets one transaction write at a time: a second request waits at BEGIN and never sees the key in flight")
 	}
 	ctx := context.Background()
@@ -192,7 +195,64 @@ func testLockTimeout(t *testing.T, s *suite) {
 	// fails both whatever the load; the right answer, a BEGIN, the claim
 	// (and on MariaDB a lookup) and a rollback, took at most 40 ms on a
 	// loaded 2-core machine under -race, more than 20 times below it.
+	if min := s.caps.MinLockWait; min > 0 {
+		// The dialect declares that its database may not wait less than
+		// min (MySQL; MariaDB can): up to min, and inFlightSlack more
+		// (as above), far below zero taken for no limit.
+		within(t, "InFlight with no lock timeout", time.Since(start), 0, min+inFlightSlack)
+		return
+	}
 	within(t, "InFlight with no lock timeout", time.Since(start), 0, 900*time.Millisecond)
+}
+
+// skipIfConflictAtCommit skips a property about a claim that meets a held
+// key, which a database that settles the race at commit never does:
+// ConflictAtCommit shows what it does instead.
+func skipIfConflictAtCommit(t *testing.T, s *suite) {
+	t.Helper()
+	if s.caps.ConflictAtCommit {
+		t.Skip("the dialect declares ConflictAtCommit: no claim meets a held key, and the race is settled at commit (the ConflictAtCommit property)")
+	}
+}
+
+// testConflictAtCommit races two claims of one key on a database that
+// settles the race at commit (Capabilities.ConflictAtCommit): both claims
+// win and both Funcs run, and whichever transaction commits second fails
+// with a conflict that the dialect classifies as ErrorRetry, leaving the
+// first one's record and effect alone. Where claims wait for a held key,
+// the waiting properties show what happens instead.
+func testConflictAtCommit(t *testing.T, s *suite) {
+	if !s.caps.ConflictAtCommit {
+		t.Skip("claims meet a held key and wait for it (ConcurrentClaimWaitsThenReplays, LockTimeoutAnswersInFlight)")
+	}
+	second := idem.Response{Status: 200, Body: []byte("second")}
+	for _, c := range []struct {
+		name       string
+		holderWins bool
+	}{{"the holder commits first", true}, {"the later claim commits first", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := s.env(t)
+			ctx := context.Background()
+			holder := e.hold(t, "k")
+			later := e.begin(t, nil)
+			res, err := e.store.Do(ctx, later, "k", hashA, e.effect("k", second))
+			wantOutcome(t, res, err, idem.Claimed)
+			winner, loser, want := holder, later, created
+			if !c.holderWins {
+				winner, loser, want = later, holder, second
+			}
+			if err := winner.Commit(); err != nil {
+				t.Fatalf("the first commit: %v", err)
+			}
+			if err := loser.Commit(); err == nil || s.d.Classify(err) != idem.ErrorRetry {
+				t.Fatalf("the second commit: %v, want a conflict that the dialect classifies as ErrorRetry", err)
+			}
+			e.wantEffects(t, "k", 1)
+			res, err = e.do(t, "k", hashA, mustNotRun(t), false)
+			wantOutcome(t, res, err, idem.Replay)
+			sameResponse(t, res.Response, want)
+		})
+	}
 }
 
 // inFlightSlack is how much longer than the lock timeout a claim may take to
@@ -210,15 +270,16 @@ const inFlightSlack = 5 * time.Second
 func testIsolation(t *testing.T, s *suite) {
 	for _, level := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
 		t.Run(level.String(), func(t *testing.T) {
+			skipIfConflictAtCommit(t, s)
 			e := s.env(t)
-			if e.writersSerialize(t) {
+			if e.caps.OneWriter {
 				t.Skip("the database lets one transaction write at a time: no two claims can race")
 			}
 			ctx := context.Background()
 			// The loser reads a table of its own first, which takes its
 			// snapshot (or, where SERIALIZABLE reads lock, locks nothing
 			// that the winner needs).
-			other := "reads_" + randomHex(6)
+			other := "reads_" + dbtest.RandomName()
 			if _, err := e.db.ExecContext(ctx, "CREATE TABLE "+other+" (n INT)"); err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +317,7 @@ func testLookupFirst(t *testing.T, s *suite) {
 	c := newClock()
 	e := s.env(t, idem.WithLookupFirst(), idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(300*time.Millisecond))
 	ctx := context.Background()
-	serial := e.writersSerialize(t)
+	serial := e.caps.OneWriter
 	res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
 	wantOutcome(t, res, err, idem.Claimed)
 
@@ -276,7 +337,7 @@ func testLookupFirst(t *testing.T, s *suite) {
 	// transaction here waits for the holder, which holds another key.)
 	within(t, "the answers beside a writer", time.Since(start), 0, 3*time.Second)
 
-	if !serial {
+	if !serial && !s.caps.ConflictAtCommit {
 		start = time.Now()
 		res, err = e.store.DoTx(ctx, e.db, nil, "other", hashA, mustNotRun(t))
 		wantOutcome(t, res, err, idem.InFlight)
@@ -401,6 +462,12 @@ func testKeysAreBytes(t *testing.T, s *suite) {
 	e := s.env(t)
 	for i, k := range keys {
 		res, err := e.do(t, k, hashA, e.effect(k, idem.Response{Status: 200 + i, Body: []byte(k)}), true)
+		// A column that folds keys finds an earlier key's record: a
+		// Replay, or, since the record's checksum covers its own key,
+		// ErrCorruptRecord.
+		if (err == nil && res.Outcome != idem.Claimed) || errors.Is(err, idem.ErrCorruptRecord) {
+			t.Fatalf("key %q answered %v (%v), as if an earlier key were the same: the key column must compare bytes, not fold case, trailing spaces or accents as a text collation does", k, res.Outcome, err)
+		}
 		wantOutcome(t, res, err, idem.Claimed)
 	}
 	for i, k := range keys {

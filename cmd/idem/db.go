@@ -45,17 +45,18 @@ func (f *dbFlags) register(fs *flag.FlagSet, connects bool, defaultTable string)
 	if connects {
 		fs.StringVar(&f.dsn, "dsn", "", fmt.Sprintf("data source name (default $%s); for SQLite, idem adds\n"+
 			"_txlock=immediate and _pragma=busy_timeout(%d) unless the DSN sets them", envDSN, sqliteBusyTimeout))
-		fs.StringVar(&f.driver, "driver", "", "database/sql driver for postgres: pgx (default) or postgres (lib/pq)")
+		fs.StringVar(&f.driver, "driver", "", "database/sql driver "+driverHelp())
 	}
-	fs.StringVar(&f.dialect, "dialect", "", "postgres, mysql (MariaDB) or sqlite (default $"+envDialect+", else inferred from the DSN)")
+	fs.StringVar(&f.dialect, "dialect", "", dialectNames()+" (default $"+envDialect+", else inferred from the DSN):\n"+dialectHelp(""))
 	fs.StringVar(&f.table, "table", defaultTable, "table of idempotency keys, optionally schema-qualified")
 }
 
 // database is a resolved choice of database, driver and table.
 type database struct {
+	kind    *knownDialect // what -dialect selected
 	dialect idem.Dialect
 	driver  string
-	dsn     string // as it is opened: for SQLite, with the settings idem adds
+	dsn     string // as it is opened: with the settings idem adds (kind.fixDSN)
 	table   string
 }
 
@@ -76,46 +77,37 @@ func (f *dbFlags) resolve(e *env, needDSN bool) (*database, error) {
 	}
 	if name == "" {
 		if dsn == "" {
-			return nil, usageError("no dialect: set -dialect or %s (postgres, mysql or sqlite)", envDialect)
+			return nil, usageError("no dialect: set -dialect or %s (%s)", envDialect, dialectNames())
 		}
 		var err error
 		if name, err = inferDialect(dsn); err != nil {
 			return nil, err
 		}
 	}
-	d, err := dialectByName(name)
-	if err != nil {
-		return nil, err
+	k, ok := lookupDialect(name)
+	if !ok {
+		return nil, usageError("unknown dialect %q: want %s", name, dialectNames())
 	}
+	d := k.dialect()
 	if _, err := idem.New(d, idem.WithTable(f.table)); err != nil {
 		return nil, usageError("bad -table: %s", strings.TrimPrefix(err.Error(), "idem: "))
 	}
-	db := &database{dialect: d, table: f.table}
-	if db.driver, err = driverFor(d, f.driver); err != nil {
+	db := &database{kind: k, dialect: d, table: f.table, dsn: dsn}
+	var err error
+	if db.driver, err = k.driver(f.driver); err != nil {
 		return nil, err
 	}
-	db.dsn = dsn
-	if d.Name() == "sqlite" && dsn != "" {
-		db.dsn = sqliteDSN(dsn)
+	if k.fixDSN != nil && dsn != "" {
+		db.dsn = k.fixDSN(dsn)
 	}
 	return db, nil
 }
 
-func dialectByName(name string) (idem.Dialect, error) {
-	switch strings.ToLower(name) {
-	case "postgres", "postgresql":
-		return idem.Postgres(), nil
-	case "mysql", "mariadb":
-		return idem.MySQL(), nil
-	case "sqlite", "sqlite3":
-		return idem.SQLite(), nil
-	}
-	return nil, usageError("unknown dialect %q: want postgres, mysql or sqlite", name)
-}
-
-// inferDialect guesses the dialect from the form of a DSN. go-sql-driver's
-// user:password@tcp(host)/db form is recognised too, since it has nothing
-// else in common with the other two.
+// inferDialect guesses the dialect from the form of a DSN, and returns its
+// -dialect value. go-sql-driver's user:password@tcp(host)/db form is
+// recognised too, since it has nothing else in common with the other two;
+// it is mysql, the dialect of the whole MySQL family, since the form does
+// not tell MariaDB from MySQL.
 func inferDialect(dsn string) (string, error) {
 	lower := strings.ToLower(dsn)
 	path, _, _ := strings.Cut(lower, "?")
@@ -128,26 +120,7 @@ func inferDialect(dsn string) (string, error) {
 	case strings.Contains(lower, "@tcp("), strings.Contains(lower, "@unix("):
 		return "mysql", nil
 	}
-	return "", usageError("cannot tell the dialect from the DSN: set -dialect or %s (postgres, mysql or sqlite)", envDialect)
-}
-
-// driverFor picks the database/sql driver of d. Only PostgreSQL has a choice.
-func driverFor(d idem.Dialect, flagValue string) (string, error) {
-	switch d.Name() {
-	case "postgres":
-		switch flagValue {
-		case "", "pgx":
-			return "pgx", nil
-		case "postgres", "pq":
-			return "postgres", nil
-		}
-		return "", usageError("unknown -driver %q for postgres: want pgx or postgres (lib/pq)", flagValue)
-	default:
-		if flagValue != "" && flagValue != d.Name() {
-			return "", usageError("-driver %q does not apply to %s: only postgres has a choice of driver", flagValue, d.Name())
-		}
-		return d.Name(), nil
-	}
+	return "", usageError("cannot tell the dialect from the DSN: set -dialect or %s (%s)", envDialect, dialectNames())
 }
 
 // sqliteDSN adds to dsn what the SQLite dialect needs and the DSN lacks:
@@ -205,15 +178,22 @@ func sqliteFile(dsn string) string {
 	return name
 }
 
-// open opens and pings the database. With mustExist, a SQLite file that is
-// not there is an error rather than a new empty database: looking at a
+// file returns the file the database is in, or "" when it is not a file
+// (a server, or an in-memory database).
+func (d *database) file() string {
+	if d.kind.file == nil {
+		return ""
+	}
+	return d.kind.file(d.dsn)
+}
+
+// open opens and pings the database. With mustExist, a database file that
+// is not there is an error rather than a new empty database: looking at a
 // table in a mistyped path should not create the path.
 func (d *database) open(ctx context.Context, mustExist bool) (*sql.DB, error) {
-	if d.dialect.Name() == "sqlite" && mustExist {
-		if f := sqliteFile(d.dsn); f != "" {
-			if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("sqlite database %s does not exist: check -dsn", f)
-			}
+	if f := d.file(); f != "" && mustExist {
+		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s database %s does not exist: check -dsn", d.dialect.Name(), f)
 		}
 	}
 	db, err := sql.Open(d.driver, d.dsn)
@@ -234,66 +214,51 @@ func (d *database) store(opts ...idem.Option) (*idem.Store, error) {
 	return idem.New(d.dialect, append([]idem.Option{idem.WithTable(d.table)}, opts...)...)
 }
 
-// quoteName quotes each part of a validated, possibly schema-qualified, name
-// as the dialect requires, so that a table named after a reserved word works.
-func quoteName(d idem.Dialect, name string) string {
-	q := `"`
-	if d.Name() == "mysql" {
-		q = "`"
-	}
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		parts[i] = q + p + q
-	}
-	return strings.Join(parts, ".")
+// quote quotes a validated, possibly schema-qualified, name as the dialect
+// requires.
+func (d *database) quote(name string) string { return d.kind.quoteName(name) }
+
+// inspector returns the dialect's idem.TableInspector, which the built-in
+// dialects implement; ok is false for a dialect that does not.
+func (d *database) inspector() (idem.TableInspector, bool) {
+	ins, ok := d.dialect.(idem.TableInspector)
+	return ins, ok
 }
 
-// splitName splits a possibly schema-qualified name into schema and table;
-// the schema is "" when the name has none.
-func splitName(name string) (schema, table string) {
-	if s, t, ok := strings.Cut(name, "."); ok {
-		return s, t
-	}
-	return "", name
+// notInspector says why the command cannot look at the table from outside.
+func (d *database) notInspector() string {
+	return fmt.Sprintf("the %s dialect does not implement idem.TableInspector", d.dialect.Name())
 }
 
 // tableExists reports whether the table is there, so that a command on a
 // database that was never migrated can say so instead of passing on the
-// driver's "no such table".
-func (d *database) tableExists(ctx context.Context, db *sql.DB) (bool, error) {
-	schema, table := splitName(d.table)
-	var (
-		query string
-		args  []any
-	)
-	switch d.dialect.Name() {
-	case "postgres":
-		query, args = `SELECT to_regclass($1) IS NOT NULL`, []any{quoteName(d.dialect, d.table)}
-	case "mysql":
-		query = `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`
-		args = []any{nullString(schema), table}
-	default:
-		master := "sqlite_master"
-		if schema != "" {
-			master = quoteName(d.dialect, schema) + ".sqlite_master"
-		}
-		query, args = `SELECT COUNT(*) > 0 FROM `+master+` WHERE type = 'table' AND name = ?`, []any{table}
+// driver's "no such table". known is false when the dialect cannot tell.
+func (d *database) tableExists(ctx context.Context, db *sql.DB) (exists, known bool, err error) {
+	ins, ok := d.inspector()
+	if !ok {
+		return false, false, nil
 	}
-	var ok bool
-	if err := db.QueryRowContext(ctx, query, args...).Scan(&ok); err != nil {
-		return false, fmt.Errorf("look for table %s: %w", d.table, err)
+	exists, err = ins.TableExists(ctx, db, d.table)
+	if err != nil {
+		return false, false, fmt.Errorf("look for table %s: %w", d.table, err)
 	}
-	return ok, nil
+	return exists, true, nil
 }
 
-// openTable opens the database and checks that the table exists.
-func (d *database) openTable(ctx context.Context) (*sql.DB, error) {
+// openTable opens the database and checks that the table exists. Where the
+// dialect cannot tell, it says so on stderr and goes on as if the table
+// existed.
+func (d *database) openTable(ctx context.Context, e *env) (*sql.DB, error) {
 	db, err := d.open(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := d.tableExists(ctx, db)
-	if err == nil && !ok {
+	ok, known, err := d.tableExists(ctx, db)
+	switch {
+	case err != nil:
+	case !known:
+		fmt.Fprintf(e.stderr, "idem: not checking that table %s exists: %s\n", d.table, d.notInspector())
+	case !ok:
 		err = fmt.Errorf("table %s does not exist in this %s database: check -table, or create it with idem migrate", d.table, d.dialect.Name())
 	}
 	if err != nil {
@@ -301,13 +266,6 @@ func (d *database) openTable(ctx context.Context) (*sql.DB, error) {
 		return nil, err
 	}
 	return db, nil
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // openStore resolves the flags, makes a Store on e's clock, and opens the
@@ -322,7 +280,7 @@ func (f *dbFlags) openStore(ctx context.Context, e *env) (*database, *idem.Store
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	db, err := d.openTable(ctx)
+	db, err := d.openTable(ctx, e)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgo/idem"
 )
 
 func TestInferDialect(t *testing.T) {
@@ -89,5 +94,129 @@ func TestParseFlags(t *testing.T) {
 		if err != nil || *table != c.wantTable || !slices.Equal(pos, c.wantPos) {
 			t.Errorf("parseFlags(%q) = %q, %v with -table %q; want %q with -table %q", c.args, pos, err, *table, c.wantPos, c.wantTable)
 		}
+	}
+}
+
+// -dialect (or IDEM_DIALECT, or the DSN) selects the dialect, its driver,
+// what is added to its DSN and how its names are quoted.
+func TestDialects(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		dsn, flag, driver string
+		want              idem.Dialect
+		wantDriver        string
+		wantDSN           string
+		wantQuoted        string // of billing.keys
+	}{
+		{"postgres://db.internal/shop", "", "", idem.Postgres(), "pgx", "postgres://db.internal/shop", `"billing"."keys"`},
+		{"host=db.internal", "postgresql", "pq", idem.Postgres(), "postgres", "host=db.internal", `"billing"."keys"`},
+		{"app:secret@tcp(db.internal:3306)/shop", "", "", idem.MySQL(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
+		{"app:secret@tcp(db.internal:3306)/shop", "mysql", "mysql", idem.MySQL(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
+		{"app:secret@tcp(db.internal:3306)/shop", "MariaDB", "", idem.MariaDB(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
+		{"app:secret@tcp(db.internal:3306)/shop", "mariadb", "mysql", idem.MariaDB(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
+		{"shop.db", "", "", idem.SQLite(), "sqlite", "shop.db?_txlock=immediate&_pragma=busy_timeout(5000)", `"billing"."keys"`},
+		{"shop", "sqlite3", "sqlite", idem.SQLite(), "sqlite", "shop?_txlock=immediate&_pragma=busy_timeout(5000)", `"billing"."keys"`},
+	} {
+		f := dbFlags{dsn: c.dsn, dialect: c.flag, driver: c.driver, table: "billing.keys"}
+		d, err := f.resolve(testEnv(time.Time{}), true)
+		if err != nil {
+			t.Errorf("-dsn %s -dialect %q -driver %q: %v", c.dsn, c.flag, c.driver, err)
+			continue
+		}
+		if d.dialect != c.want || d.driver != c.wantDriver || d.dsn != c.wantDSN || d.quote(d.table) != c.wantQuoted {
+			t.Errorf("-dsn %s -dialect %q -driver %q: dialect %s, driver %s, DSN %s, table %s; want %s, %s, %s, %s",
+				c.dsn, c.flag, c.driver, d.dialect.Name(), d.driver, d.dsn, d.quote(d.table),
+				c.want.Name(), c.wantDriver, c.wantDSN, c.wantQuoted)
+		}
+	}
+
+	// Every dialect the command knows can look at its table from outside,
+	// and is named in the help.
+	usage := runCmd(t, "-h").stdout
+	for _, k := range knownDialects {
+		if _, ok := k.dialect().(idem.TableInspector); !ok {
+			t.Errorf("the %s dialect does not implement idem.TableInspector", k.name)
+		}
+		if !strings.Contains(usage, "\n              "+k.name+" ") {
+			t.Errorf("idem -h does not describe -dialect %s:\n%s", k.name, usage)
+		}
+	}
+	r := runCmd(t, "schema", "-dialect", "oracle")
+	if want := `idem: unknown dialect "oracle": want postgres, mysql, mariadb or sqlite` + "\n"; r.stderr != want {
+		t.Errorf("unknown dialect: %q, want %q", r.stderr, want)
+	}
+	r = runCmd(t, "stats", "-dsn", "x.db", "-dialect", "mariadb", "-driver", "pgx")
+	if want := `idem: -driver "pgx" does not apply to mariadb: only postgres has a choice of driver` + "\n"; r.stderr != want {
+		t.Errorf("-driver pgx for mariadb: %q, want %q", r.stderr, want)
+	}
+}
+
+// opaque is a dialect from outside package idem, which cannot look at its
+// table from outside: it does not implement idem.TableInspector.
+type opaque struct{ idem.Dialect }
+
+func (opaque) Name() string { return "thirdparty" }
+
+// A command on a dialect that does not implement idem.TableInspector says so,
+// goes on as if the table existed, and cannot tell its size.
+func TestThirdPartyDialect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k, _ := lookupDialect("sqlite")
+	d := &database{kind: k, dialect: opaque{idem.SQLite()}, driver: "sqlite",
+		dsn: sqliteDSN(filepath.Join(t.TempDir(), "shop.db")), table: "keys"}
+	if _, ok := d.inspector(); ok {
+		t.Fatal("opaque implements idem.TableInspector")
+	}
+	db, err := d.open(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store, err := d.store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, known, err := d.tableExists(ctx, db); known || err != nil {
+		t.Errorf("tableExists: known %v, %v; want unknown", known, err)
+	}
+
+	e := testEnv(t0)
+	var stderr strings.Builder
+	e.stderr = &stderr
+	db2, err := d.openTable(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if want := "idem: not checking that table keys exists: the thirdparty dialect does not implement idem.TableInspector\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+	st, err := d.stats(ctx, db2, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := d.printStats(&out, st, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines(out.String()); got[len(got)-1] != "size on disk  unknown: the thirdparty dialect does not implement idem.TableInspector" {
+		t.Errorf("stats:\n%s", out.String())
+	}
+
+	// A table that is not there is not caught early: the command fails on
+	// its first statement instead.
+	d.table = "missing"
+	stderr.Reset()
+	db3, err := d.openTable(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db3.Close()
+	if _, err := d.stats(ctx, db3, t0); err == nil || !strings.Contains(err.Error(), "no such table") {
+		t.Errorf("stats of a missing table: %v", err)
 	}
 }

@@ -34,7 +34,7 @@ database: every key must have exactly one order. If one does not, demo says
 which and exits with status 1.
 
 By default it runs on a SQLite file in a new temporary directory, deleted at
-the end. With -dsn it runs on that database (PostgreSQL, MariaDB or SQLite)
+the end. With -dsn it runs on that database (PostgreSQL, MySQL, MariaDB or SQLite)
 in tables of its own, -table and -orders, which it creates if needed and
 leaves in place; each run uses fresh keys, so it can run again. Demo never
 reads IDEM_DSN, so that it cannot write to a database you did not name.
@@ -76,11 +76,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	temp := ""
 	if f.dsn == "" {
 		if f.dialect != "" {
-			d, err := dialectByName(f.dialect)
-			if err != nil {
-				return err
+			k, ok := lookupDialect(f.dialect)
+			if !ok {
+				return usageError("unknown dialect %q: want %s", f.dialect, dialectNames())
 			}
-			if d.Name() != "sqlite" {
+			if k.name != demoDialect {
 				return usageError("-dialect %s needs -dsn: without one, the demo runs on a temporary SQLite file", f.dialect)
 			}
 		}
@@ -90,7 +90,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 		defer os.RemoveAll(dir)
 		temp = filepath.Join(dir, "demo.db")
-		f.dsn, f.dialect = "file:"+temp, "sqlite"
+		f.dsn, f.dialect = "file:"+temp, demoDialect
 	}
 	d, err := f.resolve(&quiet, true)
 	if err != nil {
@@ -111,7 +111,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	s := &shop{db: db, store: store, dialect: d.dialect, orders: quoteName(d.dialect, *orders)}
+	s := newShop(d, db, store, *orders)
 	if err := store.Migrate(ctx, db); err != nil {
 		return err
 	}
@@ -120,12 +120,12 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 
 	w := e.stdout
-	// Only a SQLite file is named: another DSN may carry a password.
+	// Only a database file is named: a server's DSN may carry a password.
 	switch {
 	case temp != "":
-		fmt.Fprintf(w, "idem demo on SQLite, in %s (deleted at the end)\n", temp)
-	case d.dialect.Name() == "sqlite" && sqliteFile(d.dsn) != "":
-		fmt.Fprintf(w, "idem demo on SQLite, in %s\n", sqliteFile(d.dsn))
+		fmt.Fprintf(w, "idem demo on %s, in %s (deleted at the end)\n", d.kind.title, temp)
+	case d.file() != "":
+		fmt.Fprintf(w, "idem demo on %s, in %s\n", d.kind.title, d.file())
 	default:
 		fmt.Fprintf(w, "idem demo on %s\n", d.dialect.Name())
 	}
@@ -158,7 +158,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	if temp == "" {
 		dsn := "DSN"
-		if d.dialect.Name() == "sqlite" {
+		if d.kind.file != nil {
 			dsn = f.dsn
 		}
 		fmt.Fprintf(w, "\nThe tables stay; run the demo again for fresh keys. To look at a key:\n  idem inspect -dsn %s -table %s %s\n", dsn, d.table, lost)
@@ -166,28 +166,29 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// demoDialect is the dialect of the demo's temporary database.
+const demoDialect = "sqlite"
+
 // shop is the demo's order service.
 type shop struct {
 	db      *sql.DB
 	store   *idem.Store
 	dialect idem.Dialect
+	sql     demoSQL
 	orders  string // quoted
 	// surprises counts the answers that break idem's promises, which
 	// fail the demo even if the orders come out right.
 	surprises int
 }
 
+// newShop makes the order service on d's database, with its orders in the
+// table orders.
+func newShop(d *database, db *sql.DB, store *idem.Store, orders string) *shop {
+	return &shop{db: db, store: store, dialect: d.dialect, sql: d.kind.demo, orders: d.quote(orders)}
+}
+
 func (s *shop) migrate(ctx context.Context) error {
-	var ddl string
-	switch s.dialect.Name() {
-	case "postgres":
-		ddl = `CREATE TABLE IF NOT EXISTS %s (id bigserial PRIMARY KEY, idem_key text NOT NULL, item text NOT NULL)`
-	case "mysql":
-		ddl = `CREATE TABLE IF NOT EXISTS %s (id BIGINT AUTO_INCREMENT PRIMARY KEY, idem_key VARCHAR(512) NOT NULL, item VARCHAR(100) NOT NULL) ENGINE=InnoDB`
-	default:
-		ddl = `CREATE TABLE IF NOT EXISTS %s (id INTEGER PRIMARY KEY, idem_key TEXT NOT NULL, item TEXT NOT NULL)`
-	}
-	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(ddl, s.orders)); err != nil {
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(s.sql.ordersDDL, s.orders)); err != nil {
 		return fmt.Errorf("create the orders table: %w", err)
 	}
 	return nil
@@ -205,9 +206,8 @@ type answer struct {
 func (s *shop) order(ctx context.Context, key, item string) (answer, error) {
 	hash := idem.Fingerprint([]byte("POST"), []byte("/orders"), []byte(item))
 	res, err := s.store.DoTx(ctx, s.db, nil, key, hash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		var id int64
-		q := `INSERT INTO ` + s.orders + ` (idem_key, item) VALUES (` + s.dialect.Placeholder(1) + `, ` + s.dialect.Placeholder(2) + `) RETURNING id`
-		if err := tx.QueryRowContext(ctx, q, key, item).Scan(&id); err != nil {
+		id, err := s.insertOrder(ctx, tx, key, item)
+		if err != nil {
 			return idem.Response{}, err
 		}
 		select { // the work takes a moment, while the key is held
@@ -239,6 +239,21 @@ func (s *shop) order(ctx context.Context, key, item string) (answer, error) {
 		a.status = 409
 	}
 	return a, nil
+}
+
+// insertOrder adds an order, and returns its id.
+func (s *shop) insertOrder(ctx context.Context, tx *sql.Tx, key, item string) (int64, error) {
+	q := `INSERT INTO ` + s.orders + ` (idem_key, item) VALUES (` + s.dialect.Placeholder(1) + `, ` + s.dialect.Placeholder(2) + `)`
+	if s.sql.lastInsertID {
+		res, err := tx.ExecContext(ctx, q, key, item)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, q+` RETURNING id`, key, item).Scan(&id)
+	return id, err
 }
 
 type orderBody struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // wantDemo checks the demo's table and its verdict.
@@ -64,9 +66,9 @@ func TestDemo(t *testing.T) {
 		for range 2 {
 			r := runCmd(t, args...)
 			wantDemo(t, r)
-			first := "idem demo on " + tb.dialect.Name()
-			if tb.dialect.Name() == "sqlite" {
-				first = "idem demo on SQLite, in " + tb.dsn
+			first := "idem demo on " + tb.Dialect.Name()
+			if tb.fileTitle != "" {
+				first = "idem demo on " + tb.fileTitle + ", in " + tb.dsn
 			} else if strings.Contains(r.stdout, tb.dsn) {
 				t.Errorf("the demo shows the DSN, which may carry a password:\n%s", r.stdout)
 			}
@@ -76,7 +78,7 @@ func TestDemo(t *testing.T) {
 		}
 		// Two runs, two orders each: one per key.
 		var n int
-		if err := tb.db.QueryRow("SELECT COUNT(*) FROM " + quoteName(tb.dialect, orders)).Scan(&n); err != nil {
+		if err := tb.db.QueryRow("SELECT COUNT(*) FROM " + tb.quote(orders)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 4 {
@@ -89,9 +91,9 @@ func TestDemo(t *testing.T) {
 // response does not name.
 func TestDemoCheckFails(t *testing.T) {
 	t.Parallel()
-	tb := newTestDB(t, targets()[0])
+	tb := newTestDB(t, commandTarget(t, dbtest.SQLite("")))
 	store := tb.store(t)
-	s := &shop{db: tb.db, store: store, dialect: tb.dialect, orders: quoteName(tb.dialect, tb.table+"_orders")}
+	s := newShop(tb.d, tb.db, store, tb.table+"_orders")
 	ctx := context.Background()
 	if err := s.migrate(ctx); err != nil {
 		t.Fatal(err)

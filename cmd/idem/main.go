@@ -177,16 +177,17 @@ Commands:
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s  %s\n", c.name, c.summary)
 	}
-	fmt.Fprint(w, `
+	fmt.Fprintf(w, `
 The database flags, shared by migrate, inspect, stats, purge, settle and
 release:
   -dsn      the data source name; default $IDEM_DSN. For SQLite, idem adds
             _txlock=immediate and _pragma=busy_timeout(5000) unless it sets
             its own, as the SQLite dialect needs
-  -dialect  postgres, mysql (MariaDB) or sqlite; default $IDEM_DIALECT, or
-            inferred from the DSN
+  -dialect  %s; default $IDEM_DIALECT, or
+            inferred from the DSN (user:password@tcp(host)/db is mysql):
+%s
   -table    the table of keys; default idempotency_keys
-  -driver   for postgres: pgx (default) or postgres (lib/pq)
+  -driver   %s
 
 Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect, settle or
 release found no record, 4 inspect found a corrupt record, 5 settle or
@@ -194,7 +195,7 @@ release found the key finished, 6 a live request holds the key or the
 database is busy: try settle or release again later.
 
 Run 'idem COMMAND -h' for a command's flags and an example.
-`)
+`, dialectNames(), dialectHelp("              "), driverHelp())
 }
 
 // parseFlags parses args with fs, and returns the positional arguments. Flags

@@ -45,16 +45,20 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	existed, err := d.tableExists(ctx, db)
+	existed, known, err := d.tableExists(ctx, db)
 	if err != nil {
 		return err
 	}
 	if err := store.Migrate(ctx, db); err != nil {
 		return err
 	}
-	if existed {
+	switch {
+	case !known:
+		_, err = fmt.Fprintf(e.stdout, "table %s and its index are in place (%s); whether they were there before is unknown: %s\n",
+			d.table, d.dialect.Name(), d.notInspector())
+	case existed:
 		_, err = fmt.Fprintf(e.stdout, "table %s already exists (%s); its index is in place\n", d.table, d.dialect.Name())
-	} else {
+	default:
 		_, err = fmt.Fprintf(e.stdout, "created table %s and its index (%s)\n", d.table, d.dialect.Name())
 	}
 	return err

@@ -9,7 +9,7 @@ import (
 
 func TestMigrate(t *testing.T) {
 	forEach(t, func(t *testing.T, tb *testDB) {
-		name := tb.dialect.Name()
+		name := tb.Dialect.Name()
 		r := runCmd(t, append([]string{"migrate"}, tb.args()...)...)
 		r.wantCode(t, exitOK)
 		equalLines(t, r.stdout, "created table "+tb.table+" and its index ("+name+")")
@@ -19,7 +19,7 @@ func TestMigrate(t *testing.T) {
 		equalLines(t, r.stdout, "table "+tb.table+" already exists ("+name+"); its index is in place")
 
 		// The table is the one a Store needs.
-		store, err := idem.New(tb.dialect, idem.WithTable(tb.table))
+		store, err := idem.New(tb.Dialect, idem.WithTable(tb.table))
 		if err != nil {
 			t.Fatal(err)
 		}

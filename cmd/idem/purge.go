@@ -101,7 +101,7 @@ func rate(n int64, d time.Duration) string {
 // count uses the index on expires_at, and a failed count only skips a
 // redraw.
 func (d *database) showProgress(ctx context.Context, db *sql.DB, w io.Writer, cutoff, start time.Time) (stop func()) {
-	query := `SELECT COUNT(*) FROM ` + quoteName(d.dialect, d.table) + ` WHERE expires_at <= ` + d.dialect.Placeholder(1)
+	query := `SELECT COUNT(*) FROM ` + d.quote(d.table) + ` WHERE expires_at <= ` + d.dialect.Placeholder(1)
 	remaining := func() (int64, bool) {
 		var n int64
 		err := db.QueryRowContext(ctx, query, cutoff.UnixMicro()).Scan(&n)

@@ -43,7 +43,7 @@ func TestPurge(t *testing.T) {
 			}
 		}
 		var n int
-		if err := tb.db.QueryRow("SELECT COUNT(*) FROM " + quoteName(tb.dialect, tb.table)).Scan(&n); err != nil {
+		if err := tb.db.QueryRow("SELECT COUNT(*) FROM " + tb.quote(tb.table)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 3 {

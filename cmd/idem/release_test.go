@@ -52,7 +52,7 @@ func TestRelease(t *testing.T) {
 			if res := fx.retry(t, store, "order-1"); res.Outcome != idem.Claimed {
 				t.Errorf("retry after release: %v, want claimed", res.Outcome)
 			}
-			if n := fx.count(t, "order-1"); n != 1 {
+			if n := fx.Count(t, "order-1"); n != 1 {
 				t.Errorf("%d effects of order-1, want the 1 of the retry", n)
 			}
 		})

@@ -15,7 +15,8 @@ Schema prints the statements that create the table of keys and its index,
 each ending with a semicolon and separated by a blank line, for a migration
 tool such as goose or golang-migrate. They are the statements that idem
 migrate runs, and both do nothing when the table is already there. Schema
-does not connect to a database.
+does not connect to a database. The mysql and mariadb dialects use the same
+table, so either prints it.
 
 Example:
   idem schema -dialect postgres > migrations/00042_idempotency_keys.up.sql

@@ -12,16 +12,19 @@ import (
 func TestSchema(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
+		flag    string
 		dialect idem.Dialect
 		table   string
 	}{
-		{idem.Postgres(), ""},
-		{idem.MySQL(), ""},
-		{idem.SQLite(), ""},
-		{idem.Postgres(), "billing.keys"},
-		{idem.SQLite(), "Keys_2"},
+		{"postgres", idem.Postgres(), ""},
+		{"mysql", idem.MySQL(), ""},
+		{"mariadb", idem.MariaDB(), ""},
+		{"sqlite", idem.SQLite(), ""},
+		{"postgres", idem.Postgres(), "billing.keys"},
+		{"mariadb", idem.MariaDB(), "billing.keys"},
+		{"sqlite", idem.SQLite(), "Keys_2"},
 	} {
-		args := []string{"schema", "-dialect", c.dialect.Name()}
+		args := []string{"schema", "-dialect", c.flag}
 		opts := []idem.Option{}
 		if c.table != "" {
 			args = append(args, "-table", c.table)

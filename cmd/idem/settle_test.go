@@ -15,38 +15,19 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // effects is a table of the effects that the tests' requests have, one row
 // per run, so that a test can tell whether a request ran again.
 type effects struct {
-	tb    *testDB
-	table string
+	*dbtest.Effects
+	tb *testDB
 }
 
 func newEffects(t *testing.T, tb *testDB) *effects {
 	t.Helper()
-	fx := &effects{tb: tb, table: tb.table + "_fx"}
-	tb.dropAtEnd(t, fx.table)
-	tb.exec(t, "CREATE TABLE "+quoteName(tb.dialect, fx.table)+" (k VARCHAR(600) NOT NULL)")
-	return fx
-}
-
-// write is the effect of the request with key, in its transaction.
-func (fx *effects) write(ctx context.Context, tx *sql.Tx, key string) error {
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+quoteName(fx.tb.dialect, fx.table)+" (k) VALUES ("+fx.tb.dialect.Placeholder(1)+")", key)
-	return err
-}
-
-// count returns how many times the request with key had its effect.
-func (fx *effects) count(t *testing.T, key string) int {
-	t.Helper()
-	var n int
-	q := "SELECT COUNT(*) FROM " + quoteName(fx.tb.dialect, fx.table) + " WHERE k = " + fx.tb.dialect.Placeholder(1)
-	if err := fx.tb.db.QueryRowContext(context.Background(), q, key).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return &effects{Effects: dbtest.NewEffects(t, tb.Dialect, tb.db, tb.table+"_fx"), tb: tb}
 }
 
 // stuck leaves key unfinished, as a handler does that commits its
@@ -56,7 +37,7 @@ func (fx *effects) stuck(t *testing.T, s *idem.Store, key string, withEffect boo
 	t.Helper()
 	_, err := s.DoTx(context.Background(), fx.tb.db, nil, key, idem.Fingerprint([]byte(key)), func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		if withEffect {
-			if err := fx.write(ctx, tx, key); err != nil {
+			if err := fx.Insert(ctx, tx, key, "ran"); err != nil {
 				return idem.Response{}, err
 			}
 		}
@@ -76,7 +57,7 @@ func (fx *effects) stuck(t *testing.T, s *idem.Store, key string, withEffect boo
 func (fx *effects) retry(t *testing.T, s *idem.Store, key string) idem.Result {
 	t.Helper()
 	res, err := s.DoTx(context.Background(), fx.tb.db, nil, key, idem.Fingerprint([]byte(key)), func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		return idem.Response{Status: 201, Body: []byte("ran again")}, fx.write(ctx, tx, key)
+		return idem.Response{Status: 201, Body: []byte("ran again")}, fx.Insert(ctx, tx, key, "ran")
 	})
 	if err != nil {
 		t.Fatalf("retry of %s: %v", key, err)
@@ -107,11 +88,11 @@ func hold(t *testing.T, tb *testDB, s *idem.Store, key string) (release func()) 
 }
 
 // heldArgs returns the database flags for a command that meets a held key.
-// On SQLite the command waits at BEGIN for the busy timeout, so the DSN
-// sets a short one.
+// Where one writer holds the whole database, as on SQLite, the command waits
+// at BEGIN for the busy timeout, so the DSN sets a short one.
 func heldArgs(tb *testDB, more ...string) []string {
-	if tb.dialect.Name() == "sqlite" {
-		return tb.args(append([]string{"-dsn", tb.dsn + "?_pragma=busy_timeout(100)"}, more...)...)
+	if tb.busyDSN != nil {
+		return tb.args(append([]string{"-dsn", tb.busyDSN(tb.dsn)}, more...)...)
 	}
 	return tb.args(more...)
 }
@@ -122,8 +103,9 @@ func wantHeld(t *testing.T, tb *testDB, r result, key string) {
 	t.Helper()
 	r.wantCode(t, exitHeld)
 	want := `idem: a live request holds key "` + key + `": it is still running, and will finish or roll back by itself; try again later`
-	if tb.dialect.Name() == "sqlite" {
-		want = `idem: the sqlite database is busy, perhaps with the request that holds key "` + key + `"; try again later (`
+	if idem.CapabilitiesOf(tb.Dialect).OneWriter {
+		// The holder holds the whole database.
+		want = `idem: the ` + tb.Dialect.Name() + ` database is busy, perhaps with the request that holds key "` + key + `"; try again later (`
 	}
 	if !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
 		t.Errorf("stdout %q, stderr %q; want one line starting %q", r.stdout, r.stderr, want)
@@ -180,7 +162,7 @@ func TestSettle(t *testing.T) {
 				Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/orders/1"}},
 				Body:   []byte(`{"order":1}`),
 			})
-			if n := fx.count(t, "order-1"); n != 1 {
+			if n := fx.Count(t, "order-1"); n != 1 {
 				t.Errorf("%d effects of order-1, want the 1 that the stuck request committed", n)
 			}
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/idemgo/idem"
@@ -22,9 +23,9 @@ Stats reports the state of the table of keys:
                 retention window means purge is not running
   size on disk  the table and its indexes: pg_total_relation_size on
                 PostgreSQL; data_length + index_length from
-                information_schema.tables on MariaDB, which InnoDB updates
-                from time to time; the dbstat table on SQLite, or the whole
-                database file when dbstat is missing
+                information_schema.tables on MySQL and MariaDB, which InnoDB
+                updates from time to time; the dbstat table on SQLite, or the
+                whole database file when dbstat is missing
 
 Counting reads every row, as count(*) does: on a table of many millions of
 keys it takes a while, and it is best run against a replica.
@@ -39,6 +40,7 @@ type tableStats struct {
 	oldest                  time.Time // zero when the table is empty
 	size                    int64
 	sizeFrom                string // what size measures, and how
+	sizeKnown               bool   // false when the dialect cannot measure tables
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
@@ -56,7 +58,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	db, err := d.openTable(ctx)
+	db, err := d.openTable(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -66,7 +68,11 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := e.stdout
+	return d.printStats(e.stdout, st, now)
+}
+
+// printStats writes what stats measured.
+func (d *database) printStats(w io.Writer, st *tableStats, now time.Time) error {
 	fmt.Fprintf(w, "table         %s (%s)\n", d.table, d.dialect.Name())
 	fmt.Fprintf(w, "live keys     %d\n", st.live)
 	fmt.Fprintf(w, "in flight     %d\n", st.inFlight)
@@ -80,14 +86,18 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	} else {
 		fmt.Fprintf(w, "oldest key    created %s (%s)\n", formatTime(st.oldest), relative(st.oldest, now))
 	}
-	_, err = fmt.Fprintf(w, "size on disk  %s, %s\n", byteSize(st.size), st.sizeFrom)
+	if !st.sizeKnown {
+		_, err := fmt.Fprintf(w, "size on disk  unknown: %s\n", d.notInspector())
+		return err
+	}
+	_, err := fmt.Fprintf(w, "size on disk  %s, %s\n", byteSize(st.size), st.sizeFrom)
 	return err
 }
 
 // stats counts the records as of now and measures the table.
 func (d *database) stats(ctx context.Context, db *sql.DB, now time.Time) (*tableStats, error) {
 	ph := d.dialect.Placeholder
-	t := quoteName(d.dialect, d.table)
+	t := d.quote(d.table)
 	// One pass over the table: records whose expires_at is past count no
 	// more, as Store.Lookup judges them.
 	counts := `SELECT
@@ -108,40 +118,21 @@ FROM ` + t
 		st.oldest = time.UnixMicro(oldest.Int64)
 	}
 	var err error
-	st.size, st.sizeFrom, err = d.tableSize(ctx, db)
+	st.size, st.sizeFrom, st.sizeKnown, err = d.tableSize(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("measure %s: %w", d.table, err)
 	}
 	return &st, nil
 }
 
-// tableSize measures the table with its indexes, each database its own way,
-// and says how.
-func (d *database) tableSize(ctx context.Context, db *sql.DB) (int64, string, error) {
-	schema, table := splitName(d.table)
-	var size int64
-	switch d.dialect.Name() {
-	case "postgres":
-		err := db.QueryRowContext(ctx, `SELECT COALESCE(pg_total_relation_size(to_regclass($1)), 0)`,
-			quoteName(d.dialect, d.table)).Scan(&size)
-		return size, "table, indexes and TOAST (pg_total_relation_size)", err
-	case "mysql":
-		err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(data_length + index_length), 0)
-FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
-			nullString(schema), table).Scan(&size)
-		return size, "table and indexes (information_schema.tables, as of InnoDB's last statistics)", err
+// tableSize measures the table with its indexes, each database its own way
+// (see idem.TableInspector), and says how. known is false when the dialect
+// cannot measure tables.
+func (d *database) tableSize(ctx context.Context, db *sql.DB) (size int64, how string, known bool, err error) {
+	ins, ok := d.inspector()
+	if !ok {
+		return 0, "", false, nil
 	}
-	if schema == "" {
-		schema = "main"
-	}
-	// dbstat is compiled into modernc.org/sqlite; a SQLite built without
-	// it has no finer measure than the whole file.
-	err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat(?)
-WHERE name IN (SELECT name FROM `+quoteName(d.dialect, schema)+`.sqlite_master WHERE tbl_name = ?)`,
-		schema, table).Scan(&size)
-	if err == nil {
-		return size, "table and indexes (dbstat)", nil
-	}
-	err = db.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&size)
-	return size, "the whole database file (page_count * page_size; dbstat is not available)", err
+	size, how, err = ins.TableSize(ctx, db, d.table)
+	return size, how, true, err
 }

@@ -3,9 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
+	"flag"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,43 +16,85 @@ import (
 
 // target is one database, and the flags that name it to the command.
 type target struct {
-	name    string
-	dialect idem.Dialect
-	driver  string // the -driver flag; "" for the default
-	dsn     func(t *testing.T) string
+	dbtest.Target
+	// flags are the -dialect and -driver flags, where the command would
+	// not choose the target's dialect and driver by itself.
+	flags []string
+	// What differs between databases, for the tests to expect:
+	//
+	// fileTitle is how the demo names a database in a file, whose name
+	// it shows; "" for a server, whose DSN it never shows.
+	fileTitle string
+	// busyDSN, when set, adds to a DSN a short wait for a database that
+	// one writer holds whole: a command that meets a held key waits at
+	// BEGIN for that long, and the database is busy.
+	busyDSN func(dsn string) string
+	// sizeFrom is how stats says it measured the table, and sizeLags is
+	// true where the measure lags behind the latest writes.
+	sizeFrom string
+	sizeLags bool
 }
 
-// targets lists the databases the tests can reach: SQLite always, the
-// servers when their variables are set. PostgreSQL runs with both drivers.
-func targets() []target {
-	ts := []target{{
-		name:    "sqlite",
-		dialect: idem.SQLite(),
+// expect is what the tests expect of each dialect the command knows, by its
+// -dialect value.
+var expect = map[string]struct {
+	sizeFrom string
+	sizeLags bool
+}{
+	"postgres": {sizeFrom: "table, indexes and TOAST (pg_total_relation_size)"},
+	"mysql":    {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
+	"mariadb":  {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
+	"sqlite":   {sizeFrom: "table and indexes (dbstat)"},
+}
+
+// knownOf returns what the command knows of the dialect d.
+func knownOf(t testing.TB, d idem.Dialect) *knownDialect {
+	t.Helper()
+	for i := range knownDialects {
+		if knownDialects[i].dialect() == d {
+			return &knownDialects[i]
+		}
+	}
+	t.Fatalf("the command does not know the %s dialect", d.Name())
+	return nil
+}
+
+// commandTarget is tg, one of dbtest.Targets, as the command names it.
+func commandTarget(t testing.TB, tg dbtest.Target) target {
+	t.Helper()
+	k := knownOf(t, tg.Dialect)
+	x, ok := expect[k.name]
+	if !ok {
+		t.Fatalf("the tests expect nothing of the %s dialect", k.name)
+	}
+	ct := target{Target: tg, sizeFrom: x.sizeFrom, sizeLags: x.sizeLags}
+	if tg.Family == "sqlite" {
 		// A bare path: the command must infer the dialect and add the
 		// settings SQLite needs.
-		dsn: func(t *testing.T) string { return filepath.Join(t.TempDir(), "idem.db") },
-	}}
-	for _, srv := range dbtest.Servers() {
-		driver := ""
-		if srv.Driver == "postgres" {
-			driver = "postgres" // the -driver flag; pgx is the default
-		}
-		ts = append(ts, target{name: srv.Name, dialect: srv.Dialect, driver: driver, dsn: func(*testing.T) string { return srv.DSN }})
+		ct.DSN = func(t testing.TB) string { return filepath.Join(t.TempDir(), "idem.db") }
+		ct.fileTitle = "SQLite"
+		ct.busyDSN = func(dsn string) string { return dsn + "?_pragma=busy_timeout(100)" }
+		return ct
 	}
-	return ts
+	// Where the DSN tells the dialect, the command infers it.
+	if inferred, _ := inferDialect(tg.DSN(t)); inferred != k.name {
+		ct.flags = append(ct.flags, "-dialect", k.name)
+	}
+	if tg.Driver != k.drivers[0].name {
+		ct.flags = append(ct.flags, "-driver", tg.Driver)
+	}
+	return ct
 }
 
-// forEach runs f against every target as a parallel subtest, and shows each
-// server it cannot reach as a skipped subtest that says how to reach it.
+// forEach runs f against every one of dbtest.Targets as a parallel subtest,
+// and shows each server it cannot reach as a skipped subtest that says how
+// to reach it.
 func forEach(t *testing.T, f func(t *testing.T, tb *testDB)) {
 	t.Helper()
-	for _, tg := range targets() {
-		t.Run(tg.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, newTestDB(t, tg))
-		})
-	}
-	dbtest.SkipMissing(t)
+	dbtest.ForEach(t, dbtest.Targets(), func(t *testing.T, tg dbtest.Target) {
+		t.Parallel()
+		f(t, newTestDB(t, commandTarget(t, tg)))
+	})
 }
 
 // testDB is one test's database: a connection of the test's own, and a
@@ -61,22 +102,28 @@ func forEach(t *testing.T, f func(t *testing.T, tb *testDB)) {
 type testDB struct {
 	target
 	dsn   string
+	d     *database // as the command resolves the target's flags
 	db    *sql.DB
 	table string
 }
 
 func newTestDB(t *testing.T, tg target) *testDB {
 	t.Helper()
-	tb := &testDB{target: tg, dsn: tg.dsn(t), table: "idemcmd_" + randomName(t)}
-	driver, err := driverFor(tg.dialect, tg.driver)
-	if err != nil {
+	tb := &testDB{target: tg, dsn: tg.DSN(t), table: "idemcmd_" + dbtest.RandomName()}
+	var f dbFlags
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	f.register(fs, true, tb.table)
+	if err := fs.Parse(append([]string{"-dsn", tb.dsn}, tg.flags...)); err != nil {
 		t.Fatal(err)
 	}
-	dsn := tb.dsn
-	if tg.dialect.Name() == "sqlite" {
-		dsn = sqliteDSN(dsn)
+	var err error
+	if tb.d, err = f.resolve(testEnv(time.Now()), true); err != nil {
+		t.Fatal(err)
 	}
-	if tb.db, err = sql.Open(driver, dsn); err != nil {
+	if tb.d.dialect != tg.Dialect {
+		t.Fatalf("the command resolves %s with flags %q to the %s dialect, want %s", tb.dsn, tg.flags, tb.d.dialect.Name(), tg.Dialect.Name())
+	}
+	if tb.db, err = sql.Open(tb.d.driver, tb.d.dsn); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tb.db.Close() })
@@ -84,10 +131,13 @@ func newTestDB(t *testing.T, tg target) *testDB {
 	return tb
 }
 
+// quote quotes a name as the target's dialect requires.
+func (tb *testDB) quote(name string) string { return tb.d.quote(name) }
+
 // dropAtEnd drops table, if it was made, when the test ends.
 func (tb *testDB) dropAtEnd(t *testing.T, table string) {
 	t.Cleanup(func() {
-		if _, err := tb.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+quoteName(tb.dialect, table)); err != nil {
+		if _, err := tb.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+tb.quote(table)); err != nil {
 			t.Errorf("drop %s: %v", table, err)
 		}
 	})
@@ -97,16 +147,14 @@ func (tb *testDB) dropAtEnd(t *testing.T, table string) {
 // followed by more.
 func (tb *testDB) args(more ...string) []string {
 	a := []string{"-dsn", tb.dsn, "-table", tb.table}
-	if tb.driver != "" {
-		a = append(a, "-driver", tb.driver)
-	}
+	a = append(a, tb.flags...)
 	return append(a, more...)
 }
 
 // store returns a Store on the test's table, with the table created.
 func (tb *testDB) store(t *testing.T, opts ...idem.Option) *idem.Store {
 	t.Helper()
-	s, err := idem.New(tb.dialect, append([]idem.Option{idem.WithTable(tb.table)}, opts...)...)
+	s, err := idem.New(tb.Dialect, append([]idem.Option{idem.WithTable(tb.table)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,23 +182,14 @@ func (tb *testDB) put(t *testing.T, s *idem.Store, key string, resp idem.Respons
 // the dialect, and with "key" quoted as the dialect needs.
 func (tb *testDB) exec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	query = strings.ReplaceAll(query, "{T}", quoteName(tb.dialect, tb.table))
-	query = strings.ReplaceAll(query, "{key}", quoteName(tb.dialect, "key"))
+	query = strings.ReplaceAll(query, "{T}", tb.quote(tb.table))
+	query = strings.ReplaceAll(query, "{key}", tb.quote("key"))
 	for i := len(args); i >= 1; i-- {
-		query = strings.ReplaceAll(query, "$"+string(rune('0'+i)), tb.dialect.Placeholder(i))
+		query = strings.ReplaceAll(query, "$"+string(rune('0'+i)), tb.Dialect.Placeholder(i))
 	}
 	if _, err := tb.db.ExecContext(context.Background(), query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-}
-
-func randomName(t *testing.T) string {
-	t.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
 }
 
 // result is what one run of the command did.

@@ -5,7 +5,7 @@
 //	go run ./examples/httpserver                       # SQLite, in a temporary directory
 //	go run ./examples/httpserver -db shop.db           # SQLite, in shop.db
 //	go run ./examples/httpserver -dialect postgres -dsn 'postgres://user@localhost/shop?sslmode=disable'
-//	go run ./examples/httpserver -dialect mysql -dsn 'user:password@tcp(localhost:3306)/shop'
+//	go run ./examples/httpserver -dialect mysql -dsn 'user:password@tcp(localhost:3306)/shop'  # MySQL 8+ or MariaDB
 //
 // The README next to this file shows the requests to try.
 package main
@@ -37,7 +37,7 @@ import (
 
 func main() {
 	addr := flag.String("addr", "localhost:8080", "address to listen on")
-	dialect := flag.String("dialect", "sqlite", "database: sqlite, postgres or mysql (MariaDB)")
+	dialect := flag.String("dialect", "sqlite", "database: sqlite, postgres or mysql (MySQL 8+ or MariaDB)")
 	dsn := flag.String("dsn", "", "data source name for postgres or mysql")
 	path := flag.String("db", "", "SQLite database file (default: a new file in a temporary directory)")
 	flag.Parse()
@@ -104,6 +104,9 @@ type shop struct {
 	store  *idem.Store
 	orders string // the orders table
 	ph     func(n int) string
+	// lastInsertID: the new order's id comes from the driver, as MySQL
+	// has no INSERT ... RETURNING (PostgreSQL, SQLite and MariaDB have it).
+	lastInsertID bool
 }
 
 // newShop makes the store and creates the tables if they are missing. prefix
@@ -130,7 +133,7 @@ func newShop(ctx context.Context, db *sql.DB, dialect, prefix string) (*shop, er
 	if err := store.Migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	s := &shop{db: db, store: store, orders: prefix + "orders", ph: d.Placeholder}
+	s := &shop{db: db, store: store, orders: prefix + "orders", ph: d.Placeholder, lastInsertID: dialect == "mysql"}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+s.orders+` (`+ddl+`)`); err != nil {
 		return nil, err
 	}
@@ -186,9 +189,16 @@ func (s *shop) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	o.Account = r.Header.Get("X-Account")
 	tx := idemhttp.Tx(r.Context()) // the order commits with the key, or neither does
-	err := tx.QueryRowContext(r.Context(),
-		`INSERT INTO `+s.orders+` (account, item, quantity) VALUES (`+s.ph(1)+`, `+s.ph(2)+`, `+s.ph(3)+`) RETURNING id`,
-		o.Account, o.Item, o.Quantity).Scan(&o.ID)
+	insert := `INSERT INTO ` + s.orders + ` (account, item, quantity) VALUES (` + s.ph(1) + `, ` + s.ph(2) + `, ` + s.ph(3) + `)`
+	var err error
+	if s.lastInsertID {
+		var res sql.Result
+		if res, err = tx.ExecContext(r.Context(), insert, o.Account, o.Item, o.Quantity); err == nil {
+			o.ID, err = res.LastInsertId()
+		}
+	} else {
+		err = tx.QueryRowContext(r.Context(), insert+` RETURNING id`, o.Account, o.Item, o.Quantity).Scan(&o.ID)
+	}
 	if err != nil {
 		// A 5xx is not stored, and the transaction rolls back: a retry
 		// places the order then.

@@ -15,18 +15,20 @@ import (
 )
 
 // TestShop runs the README's flow against the server on SQLite, and on
-// PostgreSQL and MariaDB when scripts/test provides them.
+// PostgreSQL, MariaDB and MySQL when scripts/test provides them. The mysql
+// dialect serves both MariaDB and MySQL.
 func TestShop(t *testing.T) {
-	for _, db := range []struct{ dialect, env string }{
-		{"sqlite", ""},
-		{"postgres", "IDEM_POSTGRES_DSN"},
-		{"mysql", "IDEM_MYSQL_DSN"},
+	for _, db := range []struct{ name, dialect, env string }{
+		{"sqlite", "sqlite", ""},
+		{"postgres", "postgres", "IDEM_POSTGRES_DSN"},
+		{"mariadb", "mysql", "IDEM_MARIADB_DSN"},
+		{"mysql", "mysql", "IDEM_MYSQL_DSN"},
 	} {
-		t.Run(db.dialect, func(t *testing.T) {
+		t.Run(db.name, func(t *testing.T) {
 			dsn := ""
 			if db.env != "" {
 				if dsn = os.Getenv(db.env); dsn == "" {
-					t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test", db.env)
+					t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL, MariaDB and MySQL and runs every test", db.env)
 				}
 			}
 			testShop(t, db.dialect, dsn)

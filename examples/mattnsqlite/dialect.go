@@ -11,7 +11,6 @@ package mattnsqlite
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,14 +28,29 @@ var _ idem.Dialect = dialect{}
 
 func (dialect) Name() string { return "sqlite-mattn" }
 
-// Placeholder numbers its markers, so a parameter used twice is bound once.
-func (dialect) Placeholder(n int) string { return "?" + strconv.Itoa(n) }
+// Placeholder numbers its markers, "?1", "?2", so a parameter used twice is
+// bound once.
+func (dialect) Placeholder(n int) string { return idem.NumberedPlaceholder("?", n) }
+
+// Capabilities says that SQLite runs one writing transaction at a time: a
+// second writer waits at BEGIN (opened with _txlock=immediate), so a claim
+// never meets a key that another transaction holds, and idemtest.TestDialect
+// skips the properties that need two writers at once.
+func (dialect) Capabilities() idem.Capabilities { return idem.Capabilities{OneWriter: true} }
+
+// quote quotes a table name that idem.WithTable accepted, each part of
+// "schema.table" on its own, so that a name that is a keyword ("order")
+// works too.
+func quote(table string) string { return idem.QuoteTable(table, '"') }
 
 // Schema keeps keys and hashes as BLOBs, which SQLite compares byte for
-// byte, and times as integers (microseconds).
+// byte, and times as integers (microseconds). The index on expires_at lives
+// in the table's schema: SQLite takes the schema from the index's name and
+// wants the table after ON without one.
 func (dialect) Schema(table string) []string {
+	bare := table[strings.LastIndexByte(table, '.')+1:]
 	return []string{
-		`CREATE TABLE IF NOT EXISTS ` + table + ` (
+		`CREATE TABLE IF NOT EXISTS ` + quote(table) + ` (
 	key          BLOB    NOT NULL PRIMARY KEY,
 	request_hash BLOB    NOT NULL,
 	created_at   INTEGER NOT NULL,
@@ -47,13 +61,13 @@ func (dialect) Schema(table string) []string {
 	checksum     BLOB,
 	token        INTEGER NOT NULL DEFAULT 0
 )`,
-		`CREATE INDEX IF NOT EXISTS ` + table + `_expires_at ON ` + table + ` (expires_at)`,
+		`CREATE INDEX IF NOT EXISTS ` + quote(table+"_expires_at") + ` ON ` + quote(bare) + ` (expires_at)`,
 	}
 }
 
 func (dialect) Statements(table string, _ time.Duration) idem.Statements {
 	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
-	r := strings.NewReplacer("{T}", table, "{record}", record)
+	r := strings.NewReplacer("{T}", quote(table), "{record}", record)
 	return idem.Statements{
 		// RETURNING yields a row only when this statement inserted; a
 		// loser gets no row, and Do looks the record up.

@@ -1,7 +1,13 @@
-// Package dbtest tells the tests of this module which database servers they
-// can reach. scripts/test starts PostgreSQL and MariaDB on loopback and names
-// them in two environment variables; without them, the server tests show as
-// skipped subtests that say how to run them.
+// Package dbtest is what the tests of this module share about databases: the
+// servers they can reach (this file), the targets they run against, SQLite
+// and those servers (target.go), and each test's store and effect table
+// (env.go, effects.go). scripts/test starts PostgreSQL, MariaDB and MySQL on
+// loopback and names them in environment variables; without them, the
+// server tests show as skipped subtests that say how to run them.
+//
+// Package idemtest, which users import in their own tests, uses Env and
+// Effects too: nothing here may import a database driver. The test packages
+// import the drivers that the targets name.
 package dbtest
 
 import (
@@ -14,28 +20,36 @@ import (
 // The variables that scripts/test sets.
 const (
 	EnvPostgres = "IDEM_POSTGRES_DSN" // postgres://user@host:port/db?sslmode=disable
-	EnvMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db
+	EnvMariaDB  = "IDEM_MARIADB_DSN"  // user:password@tcp(host:port)/db
+	EnvMySQL    = "IDEM_MYSQL_DSN"    // user:password@tcp(host:port)/db, Oracle MySQL
 )
 
 // Server is a database server, and a driver to reach it with.
 type Server struct {
 	Name    string // the subtest's name, such as "postgres/pgx"
+	Family  string // "postgres" or "mysql" (MySQL, MariaDB, TiDB): what SQL the tests may send it
 	Dialect idem.Dialect
 	Driver  string // the database/sql driver's name
 	DSN     string
 }
 
 // Servers lists the servers whose variables are set: PostgreSQL through
-// lib/pq and through pgx, and MariaDB.
+// lib/pq and through pgx, MariaDB through the MariaDB and the MySQL dialect,
+// and MySQL.
 func Servers() []Server {
 	var ss []Server
 	if dsn := os.Getenv(EnvPostgres); dsn != "" {
 		ss = append(ss,
-			Server{Name: "postgres/pq", Dialect: idem.Postgres(), Driver: "postgres", DSN: dsn},
-			Server{Name: "postgres/pgx", Dialect: idem.Postgres(), Driver: "pgx", DSN: dsn})
+			Server{Name: "postgres/pq", Family: "postgres", Dialect: idem.Postgres(), Driver: "postgres", DSN: dsn},
+			Server{Name: "postgres/pgx", Family: "postgres", Dialect: idem.Postgres(), Driver: "pgx", DSN: dsn})
+	}
+	if dsn := os.Getenv(EnvMariaDB); dsn != "" {
+		ss = append(ss,
+			Server{Name: "mariadb", Family: "mysql", Dialect: idem.MariaDB(), Driver: "mysql", DSN: dsn},
+			Server{Name: "mariadb/MySQL", Family: "mysql", Dialect: idem.MySQL(), Driver: "mysql", DSN: dsn})
 	}
 	if dsn := os.Getenv(EnvMySQL); dsn != "" {
-		ss = append(ss, Server{Name: "mariadb", Dialect: idem.MySQL(), Driver: "mysql", DSN: dsn})
+		ss = append(ss, Server{Name: "mysql", Family: "mysql", Dialect: idem.MySQL(), Driver: "mysql", DSN: dsn})
 	}
 	return ss
 }
@@ -50,9 +64,9 @@ type Unreachable struct {
 // benchmarks to show as skipped, with a reason that says how to run them.
 func Missing() []Unreachable {
 	var us []Unreachable
-	for _, s := range []struct{ name, env string }{{"postgres", EnvPostgres}, {"mariadb", EnvMySQL}} {
+	for _, s := range []struct{ name, env string }{{"postgres", EnvPostgres}, {"mariadb", EnvMariaDB}, {"mysql", EnvMySQL}} {
 		if os.Getenv(s.env) == "" {
-			us = append(us, Unreachable{s.name, s.env + " is not set: run scripts/test, which starts PostgreSQL and MariaDB and runs every test"})
+			us = append(us, Unreachable{s.name, s.env + " is not set: run scripts/test, which starts PostgreSQL, MariaDB and MySQL and runs every test"})
 		}
 	}
 	return us

@@ -1,0 +1,68 @@
+package idem
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MariaDB returns the dialect of MariaDB 10.5 or later with InnoDB, for the
+// github.com/go-sql-driver/mysql driver. Its claim is one statement, where
+// MySQL's takes four, because it relies on two features of MariaDB that
+// MySQL and TiDB lack, INSERT ... RETURNING and SET STATEMENT: on those, use
+// MySQL, which also runs on MariaDB. Both dialects use the same table.
+//
+// The claim is one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING that
+// inserts the record, takes over an expired one, or returns the record that
+// is there, under a per-statement innodb_lock_wait_timeout of the Store's
+// lock timeout rounded up to whole seconds (MariaDB counts no finer). It
+// reads the latest committed record even inside a REPEATABLE READ
+// transaction that read the table before.
+//
+// The claim takes an exclusive lock on an existing record until the caller's
+// transaction ends, also when it only replays, so a concurrent replay of the
+// same key may wait up to the lock timeout. Keys and hashes are compared
+// byte for byte (VARBINARY), whatever the collation. The server must keep
+// innodb_rollback_on_timeout off, its default, so that a lock wait timeout
+// undoes the claim and not the caller's transaction. Deadlocks (1213) and
+// innodb_snapshot_isolation conflicts (1020) roll back the whole transaction
+// and are returned as ErrRetry; the *sql.Tx then runs in autocommit, which
+// is why Complete and Abandon are guarded by the claim's token. Under
+// SERIALIZABLE, where a plain SELECT locks, the lookup that follows a claim
+// that waited in vain does not wait a second time.
+func MariaDB() Dialect { return mariadb{} }
+
+type mariadb struct{ mysqlFamily }
+
+var _ Dialect = mariadb{}
+
+func (mariadb) Name() string { return "mariadb" }
+
+func (mariadb) Statements(table string, lockTimeout time.Duration) Statements {
+	st := mysqlStatements(table)
+	r := strings.NewReplacer("{wait}", strconv.FormatInt(lockWaitSeconds(lockTimeout), 10))
+	// On a live record the update changes nothing, and RETURNING shows the
+	// record as it is.
+	st.Claim = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n") + st.ClaimWrite +
+		"\nRETURNING token = {token}, 0, " + mysqlRecord
+	st.ClaimWrite = ""
+	// A plain SELECT is a locking read in a SERIALIZABLE transaction,
+	// and would wait the session's whole innodb_lock_wait_timeout (50
+	// s by default) behind a transaction that holds the key. Do looks a
+	// key up only after its claim waited, so the lookup does not wait
+	// again: a held record fails at once, and Do answers InFlight.
+	st.Lookup = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + st.Lookup
+	return st
+}
+
+// mySyntaxError is the error of a statement that the server cannot parse.
+const mySyntaxError = 1064
+
+// hint says what a syntax error most likely means: a server of the MySQL
+// family other than MariaDB, which lacks RETURNING and SET STATEMENT.
+func (mariadb) hint(err error) string {
+	if n, ok := mysqlErrorNumber(err); ok && n == mySyntaxError {
+		return "the MariaDB dialect needs MariaDB 10.5 or later; for MySQL or TiDB, use idem.MySQL()"
+	}
+	return ""
+}

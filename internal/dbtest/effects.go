@@ -1,0 +1,121 @@
+package dbtest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// Effects is a table of the effects that a test's functions have: one row
+// per run, with the key it ran for and a note. It has one shape, in plain
+// SQL, on every database, a third party's through idemtest too: the key is
+// stored as its hex (EffectKey), which a text column of any collation holds
+// and compares byte for byte, and whose longest, for idem.MaxKeyBytes, fits
+// the column.
+type Effects struct {
+	Table   string
+	dialect idem.Dialect
+	db      *sql.DB
+}
+
+// Execer is a database or a transaction.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// EffectKey is how the effect table stores key.
+func EffectKey(key string) string { return hex.EncodeToString([]byte(key)) }
+
+// NewEffects creates an effect table named table in db, through d, and drops
+// it at the end of t.
+func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects {
+	t.Helper()
+	fx := &Effects{Table: table, dialect: d, db: db}
+	if _, err := db.ExecContext(context.Background(), "CREATE TABLE "+table+" (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	dropAtEnd(t, db, table)
+	return fx
+}
+
+// dropAtEnd drops table at the end of t.
+func dropAtEnd(t testing.TB, db *sql.DB, table string) {
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), "DROP TABLE "+table); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+}
+
+// InsertSQL is the statement that Insert sends: its arguments are the
+// EffectKey of the key, and the note.
+func (fx *Effects) InsertSQL() string {
+	return "INSERT INTO " + fx.Table + " (k, note) VALUES (" + fx.dialect.Placeholder(1) + ", " + fx.dialect.Placeholder(2) + ")"
+}
+
+// Insert writes an effect row for key with note.
+func (fx *Effects) Insert(ctx context.Context, ex Execer, key, note string) error {
+	_, err := ex.ExecContext(ctx, fx.InsertSQL(), EffectKey(key), note)
+	return err
+}
+
+// Func returns a Func that writes one effect row for key, noted "done", and
+// answers resp.
+func (fx *Effects) Func(key string, resp idem.Response) idem.Func {
+	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if err := fx.Insert(ctx, tx, key, "done"); err != nil {
+			return idem.Response{}, err
+		}
+		return resp, nil
+	}
+}
+
+// Count counts the effect rows of key.
+func (fx *Effects) Count(t testing.TB, key string) int {
+	t.Helper()
+	return fx.count(t, " WHERE k = "+fx.dialect.Placeholder(1), EffectKey(key))
+}
+
+// Total counts the effect rows of every key.
+func (fx *Effects) Total(t testing.TB) int {
+	t.Helper()
+	return fx.count(t, "")
+}
+
+func (fx *Effects) count(t testing.TB, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := fx.db.QueryRowContext(context.Background(), "SELECT count(*) FROM "+fx.Table+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Notes returns the notes of every effect row, by key.
+func (fx *Effects) Notes(t testing.TB) map[string][]string {
+	t.Helper()
+	rows, err := fx.db.QueryContext(context.Background(), "SELECT k, note FROM "+fx.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	notes := make(map[string][]string)
+	for rows.Next() {
+		var k, note string
+		if err := rows.Scan(&k, &note); err != nil {
+			t.Fatal(err)
+		}
+		key, err := hex.DecodeString(k)
+		if err != nil {
+			t.Fatalf("effect row with key %q: %v", k, err)
+		}
+		notes[string(key)] = append(notes[string(key)], note)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return notes
+}

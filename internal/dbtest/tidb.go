@@ -1,0 +1,65 @@
+package dbtest
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// EnvTiDB names TiDB's server, which scripts/test starts only when asked
+// (see the README): building it takes minutes.
+const EnvTiDB = "IDEM_TIDB_DSN" // user@tcp(host:port)/db
+
+// TiDB runs the tests that show the MySQL dialect's contract on it, which
+// name it themselves: the conformance suite, the contention test and the
+// load test. It is not one of Servers, so the other tests leave it out.
+
+// TiDBServers lists TiDB when its variable is set, in each of its
+// transaction modes: pessimistic, its default, and optimistic, whose
+// dialect declares that claims meet at commit.
+func TiDBServers() []Server {
+	dsn := os.Getenv(EnvTiDB)
+	if dsn == "" {
+		return nil
+	}
+	return []Server{
+		{Name: "tidb", Family: "mysql", Dialect: idem.MySQL(), Driver: "mysql", DSN: dsn},
+		{Name: "tidb/optimistic", Family: "mysql", Dialect: optimistic{idem.MySQL()}, Driver: "mysql",
+			DSN: WithParams(dsn, "tidb_txn_mode=%27optimistic%27")},
+	}
+}
+
+// optimistic is a dialect used on TiDB in optimistic mode, where a claim
+// does not see a key held by another transaction and the race is settled at
+// commit.
+type optimistic struct{ idem.Dialect }
+
+func (d optimistic) Capabilities() idem.Capabilities {
+	c := idem.CapabilitiesOf(d.Dialect)
+	c.ConflictAtCommit = true
+	return c
+}
+
+// TiDBTargets are the targets of TiDBServers.
+func TiDBTargets() []Target { return serverTargets(TiDBServers()) }
+
+// SkipMissingTiDB adds to t a skipped subtest for TiDB when its variable is
+// not set.
+func SkipMissingTiDB(t *testing.T) {
+	t.Helper()
+	if os.Getenv(EnvTiDB) == "" {
+		t.Run("tidb", func(t *testing.T) {
+			t.Skip(EnvTiDB + " is not set: run scripts/test with TiDB asked for (see the README), which builds and starts it")
+		})
+	}
+}
+
+// WithParams adds params to the query string of a go-sql-driver/mysql DSN.
+func WithParams(dsn, params string) string {
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + params
+	}
+	return dsn + "?" + params
+}
