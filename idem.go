@@ -231,8 +231,9 @@ type Query struct {
 // Queries returns the statements the Store sends, by name: "claim",
 // "lookup", "complete", "abandon", "purge", and, where the dialect has them,
 // "takeover", "claim_write", "set_lock_wait" and "reset_lock_wait" (see
-// Statements for what each does and when it runs). They are for tools and tests that must match the Store's SQL
-// exactly, such as the sqlmock expectations of package idemtest.
+// Statements for what each does and when it runs). They are for tools and
+// tests that must match the Store's SQL exactly, such as the sqlmock
+// expectations of package idemtest.
 func (s *Store) Queries() map[string]Query {
 	if s.check() != nil {
 		return nil
