@@ -93,10 +93,10 @@ const (
 // token.
 //
 // Complete and Abandon are guarded by the claim: they change a record only
-// if its token is the {token} of this call's claim. A transaction can end under a Store's feet: MySQL and
-// MariaDB roll back the whole transaction of a deadlock victim or of a
-// snapshot conflict, SQLite does so for an interrupted statement, and a Func
-// may commit or roll back tx by mistake. The *sql.Tx then goes on in
+// if its token is the {token} of this call's claim. A transaction can end
+// under a Store's feet: the MySQL family rolls back the whole transaction of
+// a deadlock victim or of a snapshot conflict, SQLite does so for an
+// interrupted statement, and a Func may commit or roll back tx by mistake. The *sql.Tx then goes on in
 // autocommit, and a duplicate request may meanwhile have claimed the key and
 // committed its own record. An unguarded Complete would overwrite that
 // record with a response whose effect was rolled back, and an unguarded
@@ -105,11 +105,11 @@ const (
 // the Store that its claim is gone.
 type Statements struct {
 	// Claim is the claim-or-lose statement. When ClaimWrite is set, it
-	// only reads what ClaimWrite did (see there). Otherwise it inserts the
-	// record {key}
-	// with {request_hash}, {created_at}, {expires_at} and {token}, or, where the
-	// dialect can, takes over a record that has expired ({created_at} is
-	// at or past its expires_at). It returns two columns, claimed and
+	// only reads what ClaimWrite did (see there). Otherwise it inserts
+	// the record {key} with {request_hash}, {created_at}, {expires_at} and
+	// {token}, or, where the dialect can, takes over a record that has
+	// expired ({created_at} is at or past its expires_at). It returns two
+	// columns, claimed and
 	// busy, then the record columns, in at most one row:
 	//   - claimed true, with the record it wrote, when it inserted or took over;
 	//   - claimed false, with the existing record as the statement sees it;
