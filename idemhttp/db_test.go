@@ -107,13 +107,27 @@ func (e *env) orders() http.Handler {
 	})
 }
 
-// protect returns the middleware with opts, which must be valid.
+// protect returns the middleware of e's store with opts, which must be
+// valid, and global keys (WithSingleClient), as most tests need no scope.
 func (e *env) protect(t *testing.T, opts ...idemhttp.Option) func(http.Handler) http.Handler {
 	t.Helper()
-	if err := idemhttp.Check(e.Store, e.DB, opts...); err != nil {
+	return mustNew(t, e.Store, e.DB, append([]idemhttp.Option{idemhttp.WithSingleClient()}, opts...)...).Handler
+}
+
+// protectScoped is protect with scope instead of global keys.
+func (e *env) protectScoped(t *testing.T, scope func(*http.Request) (string, error), opts ...idemhttp.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	return mustNew(t, e.Store, e.DB, append([]idemhttp.Option{idemhttp.WithScope(scope)}, opts...)...).Handler
+}
+
+// mustNew is idemhttp.New for options that must be valid.
+func mustNew(t testing.TB, store *idem.Store, db *sql.DB, opts ...idemhttp.Option) *idemhttp.Middleware {
+	t.Helper()
+	mw, err := idemhttp.New(store, db, opts...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return idemhttp.New(e.Store, e.DB, opts...)
+	return mw
 }
 
 // serve starts a test server with the middleware around handler.
@@ -296,7 +310,7 @@ type hook struct {
 }
 
 func (h *hook) option() idemhttp.Option {
-	return idemhttp.ErrorHook(func(_ *http.Request, err error) {
+	return idemhttp.WithErrorHook(func(_ *http.Request, err error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.errs = append(h.errs, err)

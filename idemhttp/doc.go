@@ -8,47 +8,62 @@
 // is claimed in the same SQL transaction as the handler's effect (see the
 // [idem] package), the key and the effect commit together or not at all.
 //
-//	store, _ := idem.New(idem.Postgres())
-//	protect := idemhttp.New(store, db,
-//		idemhttp.Scope(func(r *http.Request) (string, error) { return accountID(r) }),
-//		idemhttp.Required(),
+//	store, err := idem.New(idem.Postgres())
+//	...
+//	mw, err := idemhttp.New(store, db,
+//		idemhttp.WithScope(func(r *http.Request) (string, error) { return accountID(r) }),
+//		idemhttp.WithKeyRequired(),
 //	)
-//	mux.Handle("POST /orders", protect(http.HandlerFunc(createOrder)))
+//	if err != nil {
+//		return err // a bad configuration stops the start-up
+//	}
+//	mux.Handle("POST /orders", mw.Handler(http.HandlerFunc(createOrder)))
 //
 //	func createOrder(w http.ResponseWriter, r *http.Request) {
 //		tx := idemhttp.Tx(r.Context()) // write the effect here; do not commit
 //		...
 //	}
 //
-// [New] returns a standard func(http.Handler) http.Handler, so it plugs into
-// http.ServeMux, chi and gorilla/mux as it is. Frameworks with handlers of
-// their own need care, because the middleware may run the handler more than
-// once (DoTx runs the transaction again after a conflict) and stores
-// whatever the handler wrote when it returns: echo's WrapMiddleware must see
-// a handler's returned error written before it returns, and gin's c.Next
-// runs the rest of a chain only once. The module examples/ecosystem in the
-// repository has tested adapters for both, and for chi.
+// [Middleware.Handler] is a standard func(http.Handler) http.Handler, so it
+// plugs into http.ServeMux, chi (r.Use(mw.Handler)) and gorilla/mux as it
+// is. Frameworks with handlers of their own need care, because the
+// middleware may run the handler more than once (DoTx runs the transaction
+// again after a conflict) and stores whatever the handler wrote when it
+// returns: echo's WrapMiddleware must see a handler's returned error
+// written before it returns, and gin's c.Next runs the rest of a chain only
+// once. The module examples/ecosystem in the repository has tested adapters
+// for both, and for chi.
 //
 // # Scope: without one, clients share keys
 //
-// Set a [Scope]. It names the client a request comes from (a tenant, an
-// account, an API key), and the scope is part of the stored key and of the
-// request's fingerprint, so two clients that happen to choose the same key
-// never meet. Without a scope, keys are global: a client that guesses or
-// reuses another client's key gets that client's stored response, or blocks
-// it with a 409, or learns from a 422 that the key is in use. Leave the scope
-// out only for an API with a single client.
+// New insists on a choice. [WithScope] names the client a request comes from
+// (a tenant, an account, an API key), and the scope is part of the stored
+// key and of the request's hash, so two clients that happen to choose the
+// same key never meet. [WithSingleClient] declares that no scope is needed,
+// and keys are global: a client that guesses or reuses another client's key
+// gets that client's stored response, or blocks it with a 409, or learns
+// from a 422 that the key is in use. Choose it only for an API with a
+// single client, or whose keys are random and secret.
 //
 // # What a protected request gets
 //
-// A request is protected when its method is one of [Methods] (POST and PATCH
-// by default) and it carries the key header. Other methods, and requests
-// without a key when the key is not [Required], pass straight through, with
-// [Tx] returning nil.
+// A request is protected when its method is one of [WithMethods] (POST and
+// PATCH by default) and it carries the key header. Other methods, and
+// requests without a key when the key is not required ([WithKeyRequired]),
+// pass straight through, with [Tx] returning nil.
 //
 // The middleware validates the key (400), names the client (403 when the
-// Scope function fails), reads the body (413 beyond [MaxBodyBytes]), and
-// fingerprints the request from the scope, method, path, query and body.
+// scope function fails), reads the body (413 beyond [WithMaxBodyBytes]), and
+// hashes the request:
+//
+//	idem.Fingerprint([]byte("idemhttp/1"), []byte(scope), []byte(r.Method),
+//		[]byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
+//
+// The first part names the formula, so that a later formula can never
+// produce the hash of a different request under this one; the scope is ""
+// with WithSingleClient. [Middleware.Identify] returns the stored key and
+// this hash for a request, by the same code the middleware runs.
+//
 // Then it begins a transaction and calls the handler with a
 // ResponseWriter that keeps the response in memory and a request whose
 // context carries the transaction (see Tx) and whose body reads from the
@@ -58,10 +73,10 @@
 //     does the response leave, as the handler wrote it. A commit whose
 //     outcome DoTx cannot settle is a 503 instead, and the client's retry
 //     does the work again or replays it, whichever is true.
-//   - first request, status not stored (5xx by default, see [StorePolicy]): the transaction
-//     rolls back, nothing is stored, and the client gets the handler's
-//     response, if it fits the response limit (below). A retry runs the
-//     handler again.
+//   - first request, status not stored (5xx by default, see
+//     [WithStorePolicy]): the transaction rolls back, nothing is stored, and
+//     the client gets the handler's response, if it fits the response limit
+//     (below). A retry runs the handler again.
 //   - a retry of a finished request: the stored status, the allow-listed
 //     headers and the body, byte for byte, with Idempotent-Replayed: true.
 //     The handler does not run.
@@ -78,8 +93,8 @@
 //
 // # What is stored
 //
-// The status, the body, and the headers on the [ReplayHeaders] allow-list
-// (Content-Type, Location, ETag, Link and the like by default). Other
+// The status, the body, and the headers on the [WithReplayHeaders]
+// allow-list (Content-Type, Location, ETag, Link and the like by default). Other
 // headers reach the first response only; Set-Cookie, Authorization and the
 // hop-by-hop headers are never stored, whatever the list says.
 //
@@ -124,7 +139,16 @@
 // nothing and goes on up the stack.
 //
 // The middleware logs nothing and raises no panic of its own: the errors
-// behind its 5xx and 403 responses go to the [ErrorHook], if one is set.
-// [Check] reports a bad configuration at start-up; New answers every request
-// with a 500 instead of panicking on one.
+// behind its 5xx and 403 responses go to the hook of [WithErrorHook], if one
+// is set. New reports a bad configuration, so that it stops the start-up;
+// Handler, which cannot return an error, fails closed with a 500 on a nil
+// handler.
+//
+// # Testing a handler without a database
+//
+// A handler alone needs only its transaction: give it one with [WithTx],
+// for example a transaction of go-sqlmock. To test it behind the
+// middleware, package idemtest sets the expectations of the middleware's
+// statements from [Middleware.Identify]: Mock.ExpectRequest for the claim,
+// then the handler's own statements, then Mock.ExpectCompleteAny.
 package idemhttp

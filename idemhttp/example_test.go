@@ -13,8 +13,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
+	"github.com/DATA-DOG/go-sqlmock"
 	_ "modernc.org/sqlite"
 
 	"github.com/idemgo/idem"
@@ -62,13 +64,16 @@ func ExampleNew() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d,"item":%q}`, id, order.Item)
 	}
-	protect := idemhttp.New(store, db,
-		idemhttp.Required(),
-		// One shop, one client here; a real API names the client.
-		idemhttp.Scope(func(r *http.Request) (string, error) { return "shop-frontend", nil }),
+	mw, err := idemhttp.New(store, db,
+		idemhttp.WithKeyRequired(),
+		// One shop, one client here; a real API names the client (WithScope).
+		idemhttp.WithSingleClient(),
 	)
+	if err != nil {
+		log.Fatal(err) // a bad configuration stops the start-up
+	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", protect(http.HandlerFunc(createOrder)))
+	mux.Handle("POST /orders", mw.Handler(http.HandlerFunc(createOrder)))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -109,7 +114,7 @@ func ExampleStoredKey() {
 	// 73
 }
 
-func ExampleScope() {
+func ExampleWithScope() {
 	var (
 		store *idem.Store // made with idem.New
 		db    *sql.DB     // opened with the database's driver
@@ -117,14 +122,17 @@ func ExampleScope() {
 	// The authentication middleware in front of idemhttp puts the
 	// account in the request's context; the scope reads it back.
 	type accountKey struct{}
-	scope := idemhttp.Scope(func(r *http.Request) (string, error) {
+	scope := idemhttp.WithScope(func(r *http.Request) (string, error) {
 		acct, ok := r.Context().Value(accountKey{}).(string)
 		if !ok {
 			return "", errors.New("no account in the request context")
 		}
 		return acct, nil
 	})
-	protect := idemhttp.New(store, db, scope, idemhttp.Required())
+	mw, err := idemhttp.New(store, db, scope, idemhttp.WithKeyRequired())
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	createPayment := func(w http.ResponseWriter, r *http.Request) {
 		tx := idemhttp.Tx(r.Context())
@@ -132,5 +140,87 @@ func ExampleScope() {
 		w.WriteHeader(http.StatusCreated)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", protect(http.HandlerFunc(createPayment)))
+	mux.Handle("POST /payments", mw.Handler(http.HandlerFunc(createPayment)))
+}
+
+// A handler can be tested alone, without the middleware and without a
+// database: WithTx gives it a transaction of go-sqlmock, as the middleware
+// would give it its own.
+func ExampleWithTx() {
+	createOrder := func(w http.ResponseWriter, r *http.Request) {
+		item, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "bad order", http.StatusBadRequest)
+			return
+		}
+		res, err := idemhttp.Tx(r.Context()).ExecContext(r.Context(), `INSERT INTO orders (item) VALUES ($1)`, string(item))
+		if err != nil {
+			http.Error(w, "database error", http.StatusInternalServerError)
+			return
+		}
+		id, _ := res.LastInsertId()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%d}`, id)
+	}
+
+	db, mock, err := sqlmock.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	mock.ExpectBegin()
+	mock.ExpectExec(regexp.QuoteMeta(`INSERT INTO orders (item) VALUES ($1)`)).
+		WithArgs("book").WillReturnResult(sqlmock.NewResult(7, 1))
+	mock.ExpectRollback() // the test ends the transaction the middleware would end
+	tx, err := db.Begin()
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	req := httptest.NewRequest("POST", "/orders", strings.NewReader("book"))
+	rec := httptest.NewRecorder()
+	createOrder(rec, req.WithContext(idemhttp.WithTx(req.Context(), tx)))
+	if err := tx.Rollback(); err != nil {
+		log.Fatal(err)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rec.Code, rec.Body.String())
+	// Output: 201 {"id":7}
+}
+
+// Identify names a request as the middleware stores it: the stored key, and
+// the request hash, which docs/http.md defines.
+func ExampleMiddleware_Identify() {
+	store, err := idem.New(idem.Postgres())
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, _, err := sqlmock.New() // Identify sends no statement
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	mw, err := idemhttp.New(store, db, idemhttp.WithScope(func(r *http.Request) (string, error) {
+		return r.Header.Get("X-Account"), nil
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	req := httptest.NewRequest("POST", "/orders?express=1", strings.NewReader(`{"item":"book"}`))
+	req.Header.Set("Idempotency-Key", "8e1f0a2c")
+	req.Header.Set("X-Account", "acct_42")
+	key, hash, err := mw.Identify(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	same := idem.Fingerprint([]byte("idemhttp/1"), []byte("acct_42"), []byte("POST"),
+		[]byte("/orders"), []byte("express=1"), []byte(`{"item":"book"}`))
+	fmt.Println(key == idemhttp.StoredKey("acct_42", "8e1f0a2c"))
+	fmt.Println(bytes.Equal(hash, same))
+	// Output:
+	// true
+	// true
 }

@@ -27,11 +27,9 @@ type hostileCase struct {
 	body   string
 	// direct calls the handler without a network in between, for a
 	// request that net/http's client refuses to send.
-	direct       bool
-	status       int
-	kind         string
-	storedScope  string // the scope and key a record would be stored
-	storedClient string // under, had the request been accepted
+	direct bool
+	status int
+	kind   string
 }
 
 // TestHostileRequests sends keys and bodies that a careless or hostile
@@ -52,7 +50,7 @@ func TestHostileRequests(t *testing.T) {
 			}
 			return "", errors.New("no tenant")
 		}
-		mw := e.protect(t, idemhttp.Scope(tenant), h.option())
+		mw := e.protectScoped(t, tenant, h.option())
 		handler := mw(e.orders())
 		srv := start(t, handler)
 

@@ -90,11 +90,12 @@ func checkKeyChars(v string) *keyError {
 }
 
 // StoredKey returns the key under which the middleware stores a request
-// with the client's key key from the client named scope (empty without a
-// Scope option): the hex SHA-256 of the scope, a colon, and the key. Pass
-// it to Store.Lookup to find a client's request. Hashing the scope keeps the
-// stored key within idem.MaxKeyBytes (at most 320 bytes) however long the
-// scope is, and gives every scope its own key space.
+// with the client's key key from the client named scope (empty with
+// WithSingleClient): the hex SHA-256 of the scope, a colon, and the key.
+// Pass it to Store.Lookup to find a client's request; Middleware.Identify
+// returns it for a request. Hashing the scope keeps the stored key within
+// idem.MaxKeyBytes (at most 320 bytes) however long the scope is, and gives
+// every scope its own key space.
 func StoredKey(scope, key string) string {
 	sum := sha256.Sum256([]byte(scope))
 	return hex.EncodeToString(sum[:]) + ":" + key

@@ -56,7 +56,7 @@ func TestMalformedKeysAre400(t *testing.T) {
 
 func TestRequiredKey(t *testing.T) {
 	e := setup(t, dbtest.SQLite(sqliteParams))
-	srv := e.serve(t, e.orders(), idemhttp.Required(), idemhttp.KeyHeader("x-request-key"))
+	srv := e.serve(t, e.orders(), idemhttp.WithKeyRequired(), idemhttp.WithKeyHeader("x-request-key"))
 	wantProblem(t, send(t, srv, "POST", "/orders", "", "book"), http.StatusBadRequest, "key-required", "")
 	// The key header is the configured one.
 	wantProblem(t, send(t, srv, "POST", "/orders", "k", "book"), http.StatusBadRequest, "key-required", "")

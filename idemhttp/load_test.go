@@ -160,7 +160,7 @@ func runLoad(t *testing.T, tg target, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, first := e.protect(t, h.option()), idemhttp.New(lookupFirst, e.DB, h.option())
+	plain, first := e.protect(t, h.option()), mustNew(t, lookupFirst, e.DB, idemhttp.WithSingleClient(), h.option()).Handler
 	mw := func(next http.Handler) http.Handler {
 		a, b := plain(next), first(next)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -16,82 +16,248 @@ import (
 // txKey is the context key of the handler's transaction.
 type txKey struct{}
 
+// WithTx returns a copy of ctx that carries tx, for Tx to return. The
+// middleware hands each attempt's transaction to the handler this way. It
+// is exported so that a handler can be given a transaction without the
+// middleware: a unit test of the handler alone, with a transaction of
+// go-sqlmock, calls the handler with a request whose context comes from
+// WithTx. The handler cannot tell the difference.
+func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
 // Tx returns the transaction in which the handler of a protected request
 // must write its effect, so that the effect commits with the record of the
 // key or not at all. The middleware begins it and ends it: the handler must
 // neither commit nor roll it back, nor write its effect anywhere else.
 //
 // Tx returns nil when the request is not protected: its method is not one
-// of Methods, or it carries no key and the key is not Required. A handler
-// that may see such requests opens its own transaction then, or refuses.
+// of WithMethods, or it carries no key and the key is not required
+// (WithKeyRequired). A handler that may see such requests opens its own
+// transaction then, or refuses. A test gives a handler its transaction with
+// WithTx.
 func Tx(ctx context.Context) *sql.Tx {
 	tx, _ := ctx.Value(txKey{}).(*sql.Tx)
 	return tx
 }
 
-// New returns a middleware that makes the requests it protects idempotent
-// with store, in transactions it begins on db. See the package
-// documentation for what it answers.
-//
-// A bad configuration (a nil store or database, an option that refuses its
-// argument) does not panic: the middleware then fails every request with a
-// 500 problem and tells the ErrorHook why. Call Check at start-up to find
-// out before serving.
-func New(store *idem.Store, db *sql.DB, opts ...Option) func(http.Handler) http.Handler {
-	m, err := newMiddleware(store, db, opts)
-	return func(next http.Handler) http.Handler {
-		switch {
-		case err != nil:
-			return &broken{m.cfg, err}
-		case next == nil:
-			return &broken{m.cfg, errors.New("idemhttp: nil handler")}
-		}
-		return &handler{middleware: m, next: next}
-	}
-}
-
-// Check reports what New would find wrong with its arguments: nil if the
-// middleware would serve, or every problem with the configuration.
-func Check(store *idem.Store, db *sql.DB, opts ...Option) error {
-	_, err := newMiddleware(store, db, opts)
-	return err
-}
-
-type middleware struct {
+// Middleware makes the requests it protects idempotent with an idem.Store,
+// in transactions it begins on a database. Make one with New, once, at
+// start-up; Handler then wraps each handler to protect. A Middleware is safe
+// for concurrent use.
+type Middleware struct {
 	store *idem.Store
 	db    *sql.DB
 	cfg   config
 }
 
-func newMiddleware(store *idem.Store, db *sql.DB, opts []Option) (*middleware, error) {
-	m := &middleware{store: store, db: db, cfg: defaultConfig()}
+// New returns a Middleware that makes the requests it protects idempotent
+// with store, in transactions it begins on db. See the package
+// documentation for what it answers.
+//
+// It returns an error for a bad configuration, listing every problem: a nil
+// store or database, a Store not made by idem.New, an option that refuses
+// its argument, and options that choose neither or both of WithScope and
+// WithSingleClient. The choice of key space is required because the safe
+// default, a scope, needs to know who the client is, which only the
+// service can tell; and the unsafe one, global keys, must be a visible
+// decision rather than what happens when an option is forgotten. Failing
+// here, at start-up, is the point: a configuration mistake must stop the
+// deploy, not fail every request.
+func New(store *idem.Store, db *sql.DB, opts ...Option) (*Middleware, error) {
+	m := &Middleware{store: store, db: db, cfg: defaultConfig()}
 	var errs []error
-	if store == nil {
+	switch {
+	case store == nil:
 		errs = append(errs, errors.New("idemhttp: nil store"))
+	case store.Dialect() == nil:
+		errs = append(errs, errors.New("idemhttp: the store was not made by idem.New"))
 	}
 	if db == nil {
 		errs = append(errs, errors.New("idemhttp: nil database"))
 	}
 	for _, opt := range opts {
 		if opt == nil {
-			continue
+			continue // lets a caller leave an optional option out in place
 		}
 		if err := opt(&m.cfg); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return m, errors.Join(errs...)
+	if m.cfg.scoped == m.cfg.single {
+		errs = append(errs, errScopeChoice)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-// broken is the middleware of a bad configuration: it fails closed.
-type broken struct {
-	cfg config
-	err error
+// usable reports why m cannot serve: it is nil, as New returns it with an
+// error, or a zero Middleware, which has no store.
+func (m *Middleware) usable() error {
+	switch {
+	case m == nil:
+		return errors.New("idemhttp: nil Middleware (New returns nil with its error)")
+	case m.store == nil:
+		return errors.New("idemhttp: the Middleware was not made by New")
+	}
+	return nil
 }
 
-func (b *broken) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b.cfg.report(r, b.err)
-	problemInternal.write(w, b.cfg.retryAfter)
+// Handler returns next wrapped in the middleware: requests with a protected
+// method and a key run next at most once per key, in a transaction that
+// commits with the record of the key; other requests go to next as they
+// are. It has the shape of net/http middleware, so routers take it as a
+// method value: r.Use(m.Handler).
+//
+// Handler cannot return an error, and must not panic, so a nil next, or a
+// Middleware that New did not return, fails closed instead: every request
+// gets a 500 internal-error problem, and the error hook, where the
+// Middleware has one, is told why. A route that refuses every request is found by the first test
+// or health check; one that ran unprotected might not be.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	if err := m.usable(); err != nil {
+		return &failing{err: err}
+	}
+	if next == nil {
+		return &failing{onError: m.cfg.onError, err: errors.New("idemhttp: Handler was given a nil handler")}
+	}
+	return &handler{m: m, next: next}
+}
+
+// Identify returns the stored key and the request hash of r exactly as the
+// middleware computes them, under its options: the key is StoredKey of the
+// scope and the client's key, and the hash is described in the package
+// documentation. The middleware itself identifies every request with the
+// same code, so the two cannot disagree. It lets a test expect the claim of
+// a request without repeating the hash's formula (see idemtest's
+// Mock.ExpectRequest), and an operator find the record of a request.
+//
+// It reads r's body, up to the limit of WithMaxBodyBytes, and puts it back,
+// so that r can still be served. It calls the scope function with r. It
+// returns an error, and no key, for a request the middleware would not
+// claim a key for: a method it does not protect, a missing or malformed
+// key, a scope function that fails, or a body that is too large or
+// unreadable.
+func (m *Middleware) Identify(r *http.Request) (key string, hash []byte, err error) {
+	if err := m.usable(); err != nil {
+		return "", nil, err
+	}
+	if r == nil {
+		return "", nil, errors.New("idemhttp: nil request")
+	}
+	id, err := m.identify(r, true)
+	if err != nil {
+		return "", nil, err
+	}
+	return id.key, id.hash, nil
+}
+
+// identity is what the middleware knows of a protected request before it
+// claims the key.
+type identity struct {
+	key  string // the stored key, with the scope
+	hash []byte
+	body []byte
+}
+
+// Why identify found no key to claim. The handler answers each in its own
+// way; Identify returns them as they are.
+type (
+	// unprotected is a request whose method is not protected: it passes
+	// through.
+	unprotected struct{ method string }
+	// noKey is a request without the key header: a 400 when the key is
+	// required, passed through otherwise.
+	noKey struct{ header string }
+	// scopeError is a scope function's failure: a 403.
+	scopeError struct{ err error }
+	// bodyError is a body that could not be read: a 400.
+	bodyError struct{ err error }
+)
+
+func (e *unprotected) Error() string {
+	return fmt.Sprintf("idemhttp: method %s is not protected (see WithMethods)", e.method)
+}
+
+func (e *noKey) Error() string {
+	return "idemhttp: the request has no " + e.header + " header"
+}
+
+func (e *scopeError) Error() string { return "idemhttp: scope: " + e.err.Error() }
+func (e *scopeError) Unwrap() error { return e.err }
+func (e *bodyError) Error() string  { return "idemhttp: read request body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error  { return e.err }
+
+// errBodyTooLarge stands for a request body over the limit.
+var errBodyTooLarge = errors.New("idemhttp: request body too large")
+
+// identify names the request: its key, its scope, its body and their hash,
+// in the order in which the middleware refuses them, so that a request with
+// a bad key costs neither a call of the scope function nor a read of the
+// body. With putBack, it leaves r's body readable from the start again, for
+// Identify's caller; the middleware does not ask for it, since net/http
+// asks handlers not to change the request they are given beyond reading
+// its body.
+func (m *Middleware) identify(r *http.Request, putBack bool) (identity, error) {
+	cfg := &m.cfg
+	if !cfg.applies(r.Method) {
+		return identity{}, &unprotected{r.Method}
+	}
+	key, present, kerr := parseKey(r.Header.Values(cfg.header))
+	if kerr != nil {
+		return identity{}, kerr
+	}
+	if !present {
+		return identity{}, &noKey{cfg.header}
+	}
+	var scope string
+	if cfg.scope != nil {
+		var err error
+		scope, err = cfg.scope(r)
+		if err == nil && scope == "" {
+			err = errors.New("the scope function returned an empty scope")
+		}
+		if err != nil {
+			return identity{}, &scopeError{err}
+		}
+	}
+	body, err := readBody(r, cfg.maxBody, putBack)
+	if err != nil {
+		return identity{}, err
+	}
+	return identity{key: StoredKey(scope, key), hash: requestHash(scope, r, body), body: body}, nil
+}
+
+// hashVersion is the first part of every request hash: it names the
+// formula. A later formula (another part, a part normalised) gets another
+// version, so that its hashes cannot equal this one's for different
+// requests, and a retry that spans the upgrade gets a 422 at worst, never
+// another request's response. docs/http.md documents the formula.
+const hashVersion = "idemhttp/1"
+
+// requestHash is the fingerprint of a request: idem.Fingerprint of the
+// version, the scope, the method, the escaped path, the raw query and the
+// body, each framed by its length. The scope is in it so that the hash is
+// the client's too, though the stored key already separates clients.
+func requestHash(scope string, r *http.Request, body []byte) []byte {
+	return idem.Fingerprint([]byte(hashVersion), []byte(scope), []byte(r.Method),
+		[]byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
+}
+
+// failing is the handler of a Middleware that cannot serve: it fails
+// closed, and says why.
+type failing struct {
+	onError func(*http.Request, error)
+	err     error
+}
+
+func (f *failing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.onError != nil {
+		f.onError(r, f.err)
+	}
+	problemInternal.write(w, DefaultRetryAfter)
 }
 
 func (c *config) report(r *http.Request, err error) {
@@ -101,12 +267,9 @@ func (c *config) report(r *http.Request, err error) {
 }
 
 type handler struct {
-	*middleware
+	m    *Middleware
 	next http.Handler
 }
-
-// errBodyTooLarge stands for a request body over the limit.
-var errBodyTooLarge = errors.New("idemhttp: request body too large")
 
 // unstored is the error of a Func whose handler answered with a status that
 // is not stored: DoTx rolls back, and the captured response goes to the
@@ -118,60 +281,21 @@ func (e *unstored) Error() string {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	cfg := &h.cfg
-	if !cfg.applies(r.Method) {
-		h.next.ServeHTTP(w, r)
+	m, cfg := h.m, &h.m.cfg
+	id, err := m.identify(r, false)
+	if err != nil {
+		h.refuse(w, r, err)
 		return
 	}
-	key, present, kerr := parseKey(r.Header.Values(cfg.header))
-	if kerr != nil {
-		problemInvalidKey(cfg.header, kerr.reason).write(w, cfg.retryAfter)
-		return
-	}
-	if !present {
-		if cfg.required {
-			problemKeyRequired(cfg.header).write(w, cfg.retryAfter)
-			return
-		}
-		h.next.ServeHTTP(w, r)
-		return
-	}
-	var (
-		scope string
-		err   error
-	)
-	if cfg.scope != nil {
-		scope, err = cfg.scope(r)
-		if err == nil && scope == "" {
-			err = errors.New("idemhttp: the scope function returned an empty scope")
-		}
-		if err != nil {
-			cfg.report(r, fmt.Errorf("idemhttp: scope: %w", err))
-			problemScope.write(w, cfg.retryAfter)
-			return
-		}
-	}
-	body, err := readBody(r, cfg.maxBody)
-	switch {
-	case errors.Is(err, errBodyTooLarge):
-		problemBodyTooLarge(cfg.maxBody).write(w, cfg.retryAfter)
-		return
-	case err != nil:
-		cfg.report(r, fmt.Errorf("idemhttp: read request body: %w", err))
-		problemBodyUnreadable.write(w, cfg.retryAfter)
-		return
-	}
-	hash := idem.Fingerprint([]byte("idemhttp/1"), []byte(scope), []byte(r.Method),
-		[]byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
 
 	var c *capture // the attempt that ran last
-	res, err := h.store.DoTx(r.Context(), h.db, cfg.txOptions, StoredKey(scope, key), hash,
+	res, err := m.store.DoTx(r.Context(), m.db, cfg.txOptions, id.key, id.hash,
 		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			// A response is held in memory up to the size the Store stores.
-			c = newCapture(h.store.MaxResponseBytes(), cfg.storedSize)
-			req := r.WithContext(context.WithValue(ctx, txKey{}, tx))
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			req.ContentLength = int64(len(body))
+			c = newCapture(m.store.MaxResponseBytes(), cfg.storedSize)
+			req := r.WithContext(WithTx(ctx, tx))
+			req.Body = io.NopCloser(bytes.NewReader(id.body))
+			req.ContentLength = int64(len(id.body))
 			h.next.ServeHTTP(c, req)
 			if c.err != nil {
 				// Too large, whatever the status: the response was not
@@ -203,6 +327,39 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// refuse answers a request that identify found no key to claim for: it
+// passes a request that is not protected through, and answers the others
+// with their problem.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	cfg := &h.m.cfg
+	var (
+		un *unprotected
+		nk *noKey
+		ke *keyError
+		se *scopeError
+	)
+	switch {
+	case errors.As(err, &un):
+		h.next.ServeHTTP(w, r)
+	case errors.As(err, &nk):
+		if !cfg.required {
+			h.next.ServeHTTP(w, r) // unprotected, as the option allows
+			return
+		}
+		problemKeyRequired(cfg.header).write(w, cfg.retryAfter)
+	case errors.As(err, &ke):
+		problemInvalidKey(cfg.header, ke.reason).write(w, cfg.retryAfter)
+	case errors.As(err, &se):
+		cfg.report(r, err)
+		problemScope.write(w, cfg.retryAfter)
+	case errors.Is(err, errBodyTooLarge):
+		problemBodyTooLarge(cfg.maxBody).write(w, cfg.retryAfter)
+	default: // a bodyError
+		cfg.report(r, err)
+		problemBodyUnreadable.write(w, cfg.retryAfter)
+	}
+}
+
 // failure is the problem that answers an error of DoTx.
 func failure(err error) problem {
 	switch {
@@ -218,23 +375,35 @@ func failure(err error) problem {
 	return problemInternal
 }
 
-// readBody reads the whole request body, up to limit bytes.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the whole request body, up to limit bytes. With putBack,
+// it puts what it read back in front of what it did not, so that r's body
+// reads from the start again, whatever happened.
+func readBody(r *http.Request, limit int64, putBack bool) ([]byte, error) {
 	if r.ContentLength > limit {
-		return nil, errBodyTooLarge
+		return nil, errBodyTooLarge // nothing read: the body is untouched
 	}
-	if r.Body == nil {
+	if r.Body == nil || r.Body == http.NoBody {
 		return []byte{}, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, min(limit, math.MaxInt64-1)+1))
+	if putBack {
+		r.Body = &reread{Reader: io.MultiReader(bytes.NewReader(b), r.Body), Closer: r.Body}
+	}
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return nil, errBodyTooLarge
 	case err != nil:
-		return nil, err
+		return nil, &bodyError{err}
 	case int64(len(b)) > limit:
 		return nil, errBodyTooLarge
 	}
 	return b, nil
+}
+
+// reread is a request body that was read and put back: it reads the bytes
+// read, then the rest, and closes the original body.
+type reread struct {
+	io.Reader
+	io.Closer
 }

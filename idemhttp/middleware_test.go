@@ -129,7 +129,7 @@ func TestScopesDoNotMeet(t *testing.T) {
 				return v, nil
 			}
 		}
-		srv := e.serve(t, e.orders(), idemhttp.Scope(tenant), h.option())
+		srv := start(t, e.protectScoped(t, tenant, h.option())(e.orders()))
 		as := func(tenant, body string) reply {
 			t.Helper()
 			hdr := keyHeader("k")
@@ -178,7 +178,7 @@ func TestScopesDoNotMeet(t *testing.T) {
 func TestRequestBody(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
-		srv := e.serve(t, e.orders(), idemhttp.MaxBodyBytes(16))
+		srv := e.serve(t, e.orders(), idemhttp.WithMaxBodyBytes(16))
 
 		t.Run("over the limit is 413", func(t *testing.T) {
 			body := strings.Repeat("x", 17)
@@ -306,7 +306,7 @@ func TestStorePolicy(t *testing.T) {
 
 		t.Run("a policy that stores below 400", func(t *testing.T) {
 			e := setup(t, tg)
-			srv := e.serve(t, e.orders(), idemhttp.StorePolicy(func(status int) bool { return status < 400 }))
+			srv := e.serve(t, e.orders(), idemhttp.WithStorePolicy(func(status int) bool { return status < 400 }))
 			e.status.Store(http.StatusConflict)
 			wantRan(t, send(t, srv, "POST", "/orders", "k", "book"), http.StatusConflict, 1)
 			if n := e.Effects.Total(t); n != 0 {
@@ -434,7 +434,7 @@ func TestUnprotectedRequestsPassThrough(t *testing.T) {
 		}
 
 		t.Run("Methods chooses the protected methods", func(t *testing.T) {
-			srv := e.serve(t, e.orders(), idemhttp.Methods("PUT"))
+			srv := e.serve(t, e.orders(), idemhttp.WithMethods("PUT"))
 			first := send(t, srv, "PUT", "/orders/1", "put-key", "book")
 			wantRan(t, first, http.StatusCreated, run+1)
 			if !e.sawTx.Load() {
@@ -486,7 +486,7 @@ func TestReplayHeaders(t *testing.T) {
 		wantHeaders(t, res.Response.Header, first.header, replayed) // stored in the first place
 
 		t.Run("an extended allow-list", func(t *testing.T) {
-			srv := e.serve(t, handler, idemhttp.ReplayHeaders(append(idemhttp.DefaultReplayHeaders(), "x-custom")...))
+			srv := e.serve(t, handler, idemhttp.WithReplayHeaders(append(idemhttp.DefaultReplayHeaders(), "x-custom")...))
 			first := send(t, srv, "POST", "/orders", "k2", "")
 			replay := send(t, srv, "POST", "/orders", "k2", "")
 			wantHeaders(t, replay.header, first.header, append(replayed, "X-Custom", idemhttp.ReplayedHeader))
@@ -524,7 +524,7 @@ func TestConflictIs503(t *testing.T) {
 	// attempt fails at BEGIN.
 	e := setup(t, dbtest.SQLite("_txlock=immediate&_pragma=busy_timeout(20)"))
 	var h hook
-	srv := e.serve(t, e.orders(), idemhttp.RetryAfter(1500*time.Millisecond), h.option())
+	srv := e.serve(t, e.orders(), idemhttp.WithRetryAfter(1500*time.Millisecond), h.option())
 	ctx := context.Background()
 	holder, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {

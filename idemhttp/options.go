@@ -13,36 +13,40 @@ import (
 // Defaults of the middleware's options.
 const (
 	// DefaultKeyHeader is the request header that carries the key unless
-	// KeyHeader says otherwise, as the IETF draft names it.
+	// WithKeyHeader says otherwise, as the IETF draft names it.
 	DefaultKeyHeader = "Idempotency-Key"
 
 	// DefaultMaxBodyBytes is the largest request body the middleware reads
-	// unless MaxBodyBytes says otherwise: 1 MiB. The whole body is read
+	// unless WithMaxBodyBytes says otherwise: 1 MiB. The whole body is read
 	// into memory before the handler runs, to fingerprint it.
 	DefaultMaxBodyBytes = 1 << 20
 
 	// DefaultRetryAfter is the delay that 409 and 503 responses ask a client
-	// to wait before it retries, unless RetryAfter says otherwise. One
+	// to wait before it retries, unless WithRetryAfter says otherwise. One
 	// second matches the Store's default lock timeout: most requests finish
 	// within it.
 	DefaultRetryAfter = time.Second
 )
 
 // An Option configures the middleware made by New. Each option checks its
-// own argument; Check reports every bad one.
+// own argument, and New reports every bad one at once, so that a service
+// learns of all its configuration mistakes at start-up, not one per deploy.
 type Option func(*config) error
 
 type config struct {
-	header     string
-	methods    []string
-	required   bool
-	scope      func(*http.Request) (string, error)
-	maxBody    int64
-	storable   func(status int) bool
-	replay     map[string]bool // canonical header names
-	retryAfter time.Duration
-	txOptions  *sql.TxOptions
-	onError    func(*http.Request, error)
+	header   string
+	methods  []string
+	required bool
+	scope    func(*http.Request) (string, error)
+	// scoped and single record which choice of key space was made: New
+	// insists on exactly one.
+	scoped, single bool
+	maxBody        int64
+	storable       func(status int) bool
+	replay         map[string]bool // canonical header names
+	retryAfter     time.Duration
+	txOptions      *sql.TxOptions
+	onError        func(*http.Request, error)
 }
 
 func defaultConfig() config {
@@ -62,9 +66,11 @@ func defaultConfig() config {
 
 func (c *config) applies(method string) bool { return slices.Contains(c.methods, method) }
 
-// KeyHeader sets the request header that carries the key. The default is
-// DefaultKeyHeader, "Idempotency-Key". The name must be a valid header name.
-func KeyHeader(name string) Option {
+// WithKeyHeader sets the request header that carries the key. The default
+// is DefaultKeyHeader, "Idempotency-Key", the name clients expect; change it
+// only for clients that already send another. The name must be a valid
+// header name.
+func WithKeyHeader(name string) Option {
 	return func(c *config) error {
 		if !isToken(name) {
 			return fmt.Errorf("idemhttp: key header %q is not a valid header name", name)
@@ -74,11 +80,11 @@ func KeyHeader(name string) Option {
 	}
 }
 
-// Methods sets the request methods the middleware protects; requests with
-// other methods pass straight through, and Tx returns nil for them. The
+// WithMethods sets the request methods the middleware protects; requests
+// with other methods pass straight through, and Tx returns nil for them. The
 // default is POST and PATCH, the methods that are not idempotent by
 // definition. Methods are compared as sent, so they are case-sensitive.
-func Methods(methods ...string) Option {
+func WithMethods(methods ...string) Option {
 	return func(c *config) error {
 		if len(methods) == 0 {
 			return errors.New("idemhttp: no methods")
@@ -93,33 +99,33 @@ func Methods(methods ...string) Option {
 	}
 }
 
-// Required makes a protected request without a key fail with 400. Without
-// it, such a request runs without idempotency: the handler runs once per
-// request, and Tx returns nil, so the handler must open its own transaction
-// or refuse. Endpoints whose effect must not happen twice should require a
-// key.
-func Required() Option {
+// WithKeyRequired makes a request with a protected method but without a key
+// fail with 400. Without it, such a request runs without idempotency: the
+// handler runs once per request, and Tx returns nil, so the handler must
+// open its own transaction or refuse. Endpoints whose effect must not happen
+// twice should require a key.
+func WithKeyRequired() Option {
 	return func(c *config) error {
 		c.required = true
 		return nil
 	}
 }
 
-// Scope sets the function that names the client a request comes from: a
-// tenant, an account, an API key's id. The scope is part of the stored key
-// and of the request's fingerprint, so clients that choose the same key
-// never meet: one cannot replay, block or probe another's request.
-//
-// Without a scope, keys are global: two clients that send the same key share
-// it, and the second gets the first one's response or a 422. Only leave it
-// out when the API has a single client or keys are random and secret.
+// WithScope sets the function that names the client a request comes from:
+// a tenant, an account, an API key's id. The scope is part of the stored key
+// (see StoredKey) and of the request's hash, so that clients that choose the
+// same key never meet: one cannot replay, block or probe another's request.
+// New requires either WithScope or WithSingleClient, so that no API shares
+// keys between its clients by omission.
 //
 // A scope function that fails, or returns an empty scope, fails the request
-// with 403 before anything is stored; its error goes to the ErrorHook, never
+// with 403 before anything is stored; its error goes to the error hook, never
 // to the client. Put authentication in front of the middleware, so that an
-// unauthenticated client gets its 401 there.
-func Scope(fn func(*http.Request) (string, error)) Option {
+// unauthenticated client gets its 401 there. Given more than once, the last
+// function counts.
+func WithScope(fn func(*http.Request) (string, error)) Option {
 	return func(c *config) error {
+		c.scoped = true // chosen, even if fn is refused: one error is enough
 		if fn == nil {
 			return errors.New("idemhttp: nil scope function")
 		}
@@ -128,10 +134,33 @@ func Scope(fn func(*http.Request) (string, error)) Option {
 	}
 }
 
-// MaxBodyBytes sets the largest request body of a protected request. A
-// larger body fails with 413, before the handler runs. The default is
-// DefaultMaxBodyBytes, 1 MiB. It must be positive.
-func MaxBodyBytes(n int64) Option {
+// WithSingleClient declares that keys need no scope, because the API has a
+// single client, or because its keys are random and secret, so that no
+// client can guess or learn another's. Keys are then global: the scope is
+// empty, and two clients that send the same key share its record, so that
+// the second gets the first one's response, a 409 or a 422. It exists so
+// that leaving the scope out is a decision written in the code, not an
+// oversight; New refuses it together with WithScope.
+func WithSingleClient() Option {
+	return func(c *config) error {
+		c.single = true
+		return nil
+	}
+}
+
+// errScopeChoice is New's answer when the options leave the key space
+// undecided, or decide it both ways.
+var errScopeChoice = errors.New("idemhttp: choose how clients' keys are kept apart, with exactly one of two options: " +
+	"WithScope(fn), which names the client of each request so that every client has keys of its own, " +
+	"as the IETF draft's security considerations recommend (a lookup key made of the client's key and what the server knows of the client); " +
+	"or WithSingleClient(), when the API has a single client or its keys are random and secret. " +
+	"Without a scope, keys are global, and two clients that send the same key get each other's responses")
+
+// WithMaxBodyBytes sets the largest request body of a protected request. A
+// larger body fails with 413, before the handler runs: the whole body is read
+// into memory to hash it, and a client must not be able to fill the server's
+// memory. The default is DefaultMaxBodyBytes, 1 MiB. It must be positive.
+func WithMaxBodyBytes(n int64) Option {
 	return func(c *config) error {
 		if n <= 0 {
 			return fmt.Errorf("idemhttp: max body bytes must be positive, got %d", n)
@@ -141,7 +170,8 @@ func MaxBodyBytes(n int64) Option {
 	}
 }
 
-// StorePolicy sets which of the handler's statuses are stored and replayed.
+// WithStorePolicy sets which of the handler's statuses are stored and
+// replayed.
 // A stored status commits the handler's transaction and answers every retry
 // with the same response; a status that is not stored rolls the transaction
 // back, so that a retry runs the handler again.
@@ -151,7 +181,7 @@ func MaxBodyBytes(n int64) Option {
 // whatever the handler wrote in Tx before it refused, so refuse before
 // writing. A rate limiter's 429 belongs in front of the middleware, or out
 // of the policy, since replaying it would refuse every retry.
-func StorePolicy(store func(status int) bool) Option {
+func WithStorePolicy(store func(status int) bool) Option {
 	return func(c *config) error {
 		if store == nil {
 			return errors.New("idemhttp: nil store policy")
@@ -162,7 +192,7 @@ func StorePolicy(store func(status int) bool) Option {
 }
 
 // DefaultReplayHeaders returns the response headers that are stored and
-// replayed unless ReplayHeaders says otherwise: those that describe the
+// replayed unless WithReplayHeaders says otherwise: those that describe the
 // response's content and the resource it made. The slice is new on each
 // call; extend it to allow more.
 func DefaultReplayHeaders() []string {
@@ -196,12 +226,12 @@ func neverReplayed(name string) bool {
 	return strings.HasPrefix(name, http.TrailerPrefix)
 }
 
-// ReplayHeaders sets the response headers that are stored with a response
-// and replayed; the others reach the first response only. It replaces the
+// WithReplayHeaders sets the response headers that are stored with a
+// response and replayed; the others reach the first response only. It replaces the
 // default list, DefaultReplayHeaders. Credentials (Set-Cookie,
 // Authorization), hop-by-hop headers, Content-Length, Date and
 // Idempotent-Replayed are refused: they must never be replayed.
-func ReplayHeaders(names ...string) Option {
+func WithReplayHeaders(names ...string) Option {
 	return func(c *config) error {
 		allow := make(map[string]bool, len(names))
 		for _, name := range names {
@@ -219,11 +249,11 @@ func ReplayHeaders(names ...string) Option {
 	}
 }
 
-// RetryAfter sets the delay that 409 (in flight) and 503 (conflict)
+// WithRetryAfter sets the delay that 409 (in flight) and 503 (conflict)
 // responses ask for in their Retry-After header, rounded up to whole
 // seconds. The default is DefaultRetryAfter, one second. It must be
 // positive.
-func RetryAfter(d time.Duration) Option {
+func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("idemhttp: retry after must be positive, got %v", d)
@@ -233,11 +263,11 @@ func RetryAfter(d time.Duration) Option {
 	}
 }
 
-// TxOptions sets the options of the transaction the middleware begins for
-// the handler, such as its isolation level. The default, nil, is the
+// WithTxOptions sets the options of the transaction the middleware begins
+// for the handler, such as its isolation level. The default, nil, is the
 // database's default. A conflict that the database reports under a stricter
 // level makes the middleware run the handler again, up to DoTx's attempts.
-func TxOptions(opts *sql.TxOptions) Option {
+func WithTxOptions(opts *sql.TxOptions) Option {
 	return func(c *config) error {
 		if opts != nil {
 			o := *opts
@@ -248,12 +278,14 @@ func TxOptions(opts *sql.TxOptions) Option {
 	}
 }
 
-// ErrorHook sets a function that is told about the errors behind the
-// middleware's own 5xx and 403 responses: database errors, a failed scope
-// function, a request body that could not be read, a bad configuration. The
-// middleware logs nothing itself. The hook runs on the request's goroutine
-// before the response is written; keep it quick.
-func ErrorHook(fn func(r *http.Request, err error)) Option {
+// WithErrorHook sets a function that is told about the errors behind the
+// middleware's own 5xx and 403 responses, and behind its 400 for a body that
+// could not be read: database errors, a failed scope function, a broken
+// connection, a nil handler given to Handler. The middleware logs nothing
+// itself, since a library cannot know where a service's logs go. The hook
+// runs on the request's goroutine before the response is written; keep it
+// quick.
+func WithErrorHook(fn func(r *http.Request, err error)) Option {
 	return func(c *config) error {
 		if fn == nil {
 			return errors.New("idemhttp: nil error hook")

@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem/idemhttp"
 )
 
-func TestOptionsCheckThemselves(t *testing.T) {
+func TestNewChecksTheConfiguration(t *testing.T) {
 	store, err := idem.New(idem.SQLite())
 	if err != nil {
 		t.Fatal(err)
@@ -21,96 +21,146 @@ func TestOptionsCheckThemselves(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	scope := idemhttp.WithScope(func(*http.Request) (string, error) { return "s", nil })
 
 	good := []idemhttp.Option{
-		idemhttp.KeyHeader("X-Idempotency-Key"),
-		idemhttp.Methods("POST", "PUT"),
-		idemhttp.Required(),
-		idemhttp.Scope(func(*http.Request) (string, error) { return "s", nil }),
-		idemhttp.MaxBodyBytes(1),
-		idemhttp.StorePolicy(func(int) bool { return true }),
-		idemhttp.ReplayHeaders(),
-		idemhttp.ReplayHeaders("content-type", "X-Order-Id"),
-		idemhttp.RetryAfter(time.Millisecond),
-		idemhttp.TxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}),
-		idemhttp.TxOptions(nil),
-		idemhttp.ErrorHook(func(*http.Request, error) {}),
+		idemhttp.WithKeyHeader("X-Idempotency-Key"),
+		idemhttp.WithMethods("POST", "PUT"),
+		idemhttp.WithKeyRequired(),
+		scope,
+		idemhttp.WithMaxBodyBytes(1),
+		idemhttp.WithStorePolicy(func(int) bool { return true }),
+		idemhttp.WithReplayHeaders(),
+		idemhttp.WithReplayHeaders("content-type", "X-Order-Id"),
+		idemhttp.WithRetryAfter(time.Millisecond),
+		idemhttp.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}),
+		idemhttp.WithTxOptions(nil),
+		idemhttp.WithErrorHook(func(*http.Request, error) {}),
 		nil,
 	}
-	if err := idemhttp.Check(store, db, good...); err != nil {
-		t.Errorf("Check(good options) = %v", err)
+	if mw, err := idemhttp.New(store, db, good...); err != nil || mw == nil {
+		t.Errorf("New(good options) = %v, %v", mw, err)
+	}
+	if mw, err := idemhttp.New(store, db, idemhttp.WithSingleClient()); err != nil || mw == nil {
+		t.Errorf("New(WithSingleClient()) = %v, %v", mw, err)
 	}
 
+	single := idemhttp.WithSingleClient()
 	for _, c := range []struct {
 		name  string
 		store *idem.Store
 		db    *sql.DB
-		opt   idemhttp.Option
+		opts  []idemhttp.Option
+		want  string // in the error
 	}{
-		{"nil store", nil, db, nil},
-		{"nil database", store, nil, nil},
-		{"empty key header", store, db, idemhttp.KeyHeader("")},
-		{"key header with a space", store, db, idemhttp.KeyHeader("Idempotency Key")},
-		{"no methods", store, db, idemhttp.Methods()},
-		{"a method that is not a token", store, db, idemhttp.Methods("POST", "GET /")},
-		{"nil scope", store, db, idemhttp.Scope(nil)},
-		{"zero body limit", store, db, idemhttp.MaxBodyBytes(0)},
-		{"nil store policy", store, db, idemhttp.StorePolicy(nil)},
-		{"replaying Set-Cookie", store, db, idemhttp.ReplayHeaders("Content-Type", "set-cookie")},
-		{"replaying Authorization", store, db, idemhttp.ReplayHeaders("Authorization")},
-		{"replaying a hop-by-hop header", store, db, idemhttp.ReplayHeaders("Transfer-Encoding")},
-		{"replaying the replay header", store, db, idemhttp.ReplayHeaders(idemhttp.ReplayedHeader)},
-		{"an invalid header name", store, db, idemhttp.ReplayHeaders("Content Type")},
-		{"zero retry after", store, db, idemhttp.RetryAfter(0)},
-		{"nil error hook", store, db, idemhttp.ErrorHook(nil)},
+		{"nil store", nil, db, []idemhttp.Option{single}, "nil store"},
+		{"a store not made by idem.New", &idem.Store{}, db, []idemhttp.Option{single}, "not made by idem.New"},
+		{"nil database", store, nil, []idemhttp.Option{single}, "nil database"},
+		{"empty key header", store, db, []idemhttp.Option{single, idemhttp.WithKeyHeader("")}, "key header"},
+		{"key header with a space", store, db, []idemhttp.Option{single, idemhttp.WithKeyHeader("Idempotency Key")}, "key header"},
+		{"no methods", store, db, []idemhttp.Option{single, idemhttp.WithMethods()}, "no methods"},
+		{"a method that is not a token", store, db, []idemhttp.Option{single, idemhttp.WithMethods("POST", "GET /")}, "not a token"},
+		{"nil scope", store, db, []idemhttp.Option{idemhttp.WithScope(nil)}, "nil scope function"},
+		{"zero body limit", store, db, []idemhttp.Option{single, idemhttp.WithMaxBodyBytes(0)}, "max body bytes"},
+		{"nil store policy", store, db, []idemhttp.Option{single, idemhttp.WithStorePolicy(nil)}, "nil store policy"},
+		{"replaying Set-Cookie", store, db, []idemhttp.Option{single, idemhttp.WithReplayHeaders("Content-Type", "set-cookie")}, "Set-Cookie"},
+		{"replaying Authorization", store, db, []idemhttp.Option{single, idemhttp.WithReplayHeaders("Authorization")}, "Authorization"},
+		{"replaying a hop-by-hop header", store, db, []idemhttp.Option{single, idemhttp.WithReplayHeaders("Transfer-Encoding")}, "Transfer-Encoding"},
+		{"replaying the replay header", store, db, []idemhttp.Option{single, idemhttp.WithReplayHeaders(idemhttp.ReplayedHeader)}, idemhttp.ReplayedHeader},
+		{"an invalid header name", store, db, []idemhttp.Option{single, idemhttp.WithReplayHeaders("Content Type")}, "not a valid header name"},
+		{"zero retry after", store, db, []idemhttp.Option{single, idemhttp.WithRetryAfter(0)}, "retry after"},
+		{"nil error hook", store, db, []idemhttp.Option{single, idemhttp.WithErrorHook(nil)}, "nil error hook"},
+		{"neither scope nor single client", store, db, nil, "choose"},
+		{"a scope and single client", store, db, []idemhttp.Option{scope, single}, "choose"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := idemhttp.Check(c.store, c.db, c.opt)
-			if err == nil || !strings.HasPrefix(err.Error(), "idemhttp: ") {
-				t.Fatalf("Check = %v, want an idemhttp error", err)
+			mw, err := idemhttp.New(c.store, c.db, c.opts...)
+			if err == nil || mw != nil {
+				t.Fatalf("New = %v, %v; want an error and no middleware", mw, err)
 			}
-
-			// The middleware fails closed, and says why.
-			var h hook
-			mw := idemhttp.New(c.store, c.db, c.opt, h.option())
-			ran := false
-			next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true })
-			for _, method := range []string{"POST", "GET"} {
-				req, _ := http.NewRequest(method, "/orders", nil)
-				req.Header.Set("Idempotency-Key", "k")
-				wantProblem(t, serveDirect(mw(next), req), http.StatusInternalServerError, "internal-error", "")
+			if !strings.HasPrefix(err.Error(), "idemhttp: ") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New: %q, want an idemhttp error that says %q", err, c.want)
 			}
-			if ran {
-				t.Error("the handler ran behind a bad configuration")
-			}
-			if errs := h.reported(); len(errs) != 2 || errs[0].Error() != err.Error() {
-				t.Errorf("ErrorHook got %v, want %v twice", errs, err)
+			if n := strings.Count(err.Error(), "idemhttp: "); n != 1 {
+				t.Errorf("New: %q holds %d errors, want 1", err, n)
 			}
 		})
 	}
 
-	t.Run("all problems at once", func(t *testing.T) {
-		err := idemhttp.Check(nil, nil, idemhttp.MaxBodyBytes(-1), idemhttp.RetryAfter(-1))
-		for _, want := range []string{"nil store", "nil database", "max body bytes", "retry after"} {
+	t.Run("the scope error says what to choose and why", func(t *testing.T) {
+		_, err := idemhttp.New(store, db)
+		for _, want := range []string{"WithScope(fn)", "WithSingleClient()", "IETF draft", "global", "each other's responses"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
-				t.Errorf("Check = %v, want it to mention %q", err, want)
+				t.Errorf("New: %v, want it to say %q", err, want)
 			}
 		}
 	})
 
-	t.Run("nil handler", func(t *testing.T) {
-		var h hook
-		req, _ := http.NewRequest("POST", "/", nil)
-		wantProblem(t, serveDirect(idemhttp.New(store, db, h.option())(nil), req), http.StatusInternalServerError, "internal-error", "")
-		if errs := h.reported(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "nil handler") {
-			t.Errorf("ErrorHook got %v", errs)
+	t.Run("all problems at once", func(t *testing.T) {
+		_, err := idemhttp.New(nil, nil, idemhttp.WithMaxBodyBytes(-1), idemhttp.WithRetryAfter(-1))
+		for _, want := range []string{"nil store", "nil database", "max body bytes", "retry after", "choose"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("New = %v, want it to mention %q", err, want)
+			}
 		}
 	})
 
 	t.Run("DefaultReplayHeaders is a copy", func(t *testing.T) {
 		idemhttp.DefaultReplayHeaders()[0] = "Set-Cookie"
-		if err := idemhttp.Check(store, db, idemhttp.ReplayHeaders(idemhttp.DefaultReplayHeaders()...)); err != nil {
+		if _, err := idemhttp.New(store, db, single, idemhttp.WithReplayHeaders(idemhttp.DefaultReplayHeaders()...)); err != nil {
 			t.Error(err)
 		}
 	})
+}
+
+// TestHandlerFailsClosed checks what Handler does where it cannot return an
+// error: a nil handler, or a Middleware that New did not return. Every
+// request, protected or not, gets a 500 problem, the error hook is told why
+// when there is one, and nothing runs or panics.
+func TestHandlerFailsClosed(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+t.TempDir()+"/never-opened.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ran := false
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true })
+	serveAll := func(t *testing.T, h http.Handler) {
+		t.Helper()
+		for _, method := range []string{"POST", "GET"} {
+			req, _ := http.NewRequest(method, "/orders", nil)
+			req.Header.Set("Idempotency-Key", "k")
+			wantProblem(t, serveDirect(h, req), http.StatusInternalServerError, "internal-error", "")
+		}
+	}
+
+	t.Run("a nil handler", func(t *testing.T) {
+		var h hook
+		mw := mustNew(t, store, db, idemhttp.WithSingleClient(), h.option())
+		serveAll(t, mw.Handler(nil))
+		if errs := h.reported(); len(errs) != 2 || !strings.Contains(errs[0].Error(), "nil handler") {
+			t.Errorf("the error hook got %v, want the nil handler twice", errs)
+		}
+	})
+	t.Run("a nil Middleware", func(t *testing.T) {
+		var mw *idemhttp.Middleware // as New returns it with an error
+		serveAll(t, mw.Handler(next))
+		if _, _, err := mw.Identify(httptestRequest("k", "")); err == nil || !strings.Contains(err.Error(), "nil Middleware") {
+			t.Errorf("Identify: %v, want the nil Middleware refused", err)
+		}
+	})
+	t.Run("a zero Middleware", func(t *testing.T) {
+		mw := &idemhttp.Middleware{}
+		serveAll(t, mw.Handler(next))
+		if _, _, err := mw.Identify(httptestRequest("k", "")); err == nil || !strings.Contains(err.Error(), "not made by New") {
+			t.Errorf("Identify: %v, want the zero Middleware refused", err)
+		}
+	})
+	if ran {
+		t.Error("the handler ran behind a Middleware that cannot serve")
+	}
 }

@@ -2,7 +2,9 @@
 //
 // Mock sets go-sqlmock expectations for the statements a Store sends, one
 // call per outcome, so that a handler that calls Do can be unit-tested
-// without a database and without knowing idem's SQL.
+// without a database and without knowing idem's SQL. For a handler behind
+// the idemhttp middleware, Mock.ExpectRequest expects the claim of a request
+// exactly as the middleware will see it.
 //
 // TestDialect runs the whole contract of Do against a real database through
 // a Dialect, one named subtest per property: the built-in dialects pass it,

@@ -14,6 +14,7 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/idemtest"
 )
 
@@ -111,4 +112,82 @@ func Example() {
 	// replay    201 {"order":1}
 	// mismatch  422 key reused for another request
 	// in flight 409 request in progress
+}
+
+// ExampleMock_ExpectRequest tests a handler behind the idemhttp middleware
+// without a database: the middleware's claim, the handler's own statement
+// and the middleware's completion are one expectation each, and the test
+// never names idem's SQL, the stored key or the request hash.
+func ExampleMock_ExpectRequest() {
+	db, mock, err := sqlmock.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	store, err := idem.New(idem.Postgres())
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := idemhttp.New(store, db, idemhttp.WithSingleClient())
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := idemtest.NewMock(mock, store)
+
+	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		item, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "unreadable body", http.StatusBadRequest)
+			return
+		}
+		if _, err := idemhttp.Tx(r.Context()).ExecContext(r.Context(), "INSERT INTO orders (item) VALUES ($1)", string(item)); err != nil {
+			http.Error(w, "database error", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"order":1}`)
+	})
+	order := func() *http.Request {
+		req := httptest.NewRequest("POST", "/orders", strings.NewReader("book"))
+		req.Header.Set("Idempotency-Key", "order-1")
+		return req
+	}
+	serve := func(req *http.Request) {
+		rec := httptest.NewRecorder()
+		mw.Handler(createOrder).ServeHTTP(rec, req)
+		fmt.Printf("%d replayed=%q %s\n", rec.Code, rec.Header().Get(idemhttp.ReplayedHeader), rec.Body)
+	}
+
+	// The first request claims its key, places the order, and stores its
+	// response, all in one transaction.
+	req := order()
+	mock.ExpectBegin()
+	claim, err := m.ExpectRequest(mw, req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mock.ExpectExec(regexp.QuoteMeta("INSERT INTO orders (item) VALUES ($1)")).
+		WithArgs("book").WillReturnResult(sqlmock.NewResult(1, 1))
+	m.ExpectCompleteAny(claim.Key())
+	mock.ExpectCommit()
+	serve(req)
+
+	// Its retry finds the stored response, and the handler does not run.
+	req = order()
+	mock.ExpectBegin()
+	claim, err = m.ExpectRequest(mw, req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	claim.WillReplay(idem.Response{Status: http.StatusCreated, Body: []byte(`{"order":1}`)})
+	mock.ExpectRollback()
+	serve(req)
+
+	if err := mock.ExpectationsWereMet(); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 201 replayed="" {"order":1}
+	// 201 replayed="true" {"order":1}
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/codec"
 )
 
@@ -36,6 +38,20 @@ import (
 // WillMismatch(), WillBeInFlight(), WillConflict() or WillReturnError(err).
 // For DoTx on a store made WithLookupFirst, ExpectLookupFirst comes first,
 // before the BEGIN.
+//
+// For a handler behind the idemhttp middleware, ExpectRequest takes the
+// place of ExpectDo: it expects the claim that the middleware makes for a
+// request, with the key and hash the middleware computes, and
+// ExpectCompleteAny that of the response it stores, whatever the handler
+// answered:
+//
+//	mw, _ := idemhttp.New(store, db, idemhttp.WithSingleClient())
+//	mock.ExpectBegin()
+//	claim, err := m.ExpectRequest(mw, req)
+//	mock.ExpectExec(`INSERT INTO orders`).WillReturnResult(sqlmock.NewResult(1, 1))
+//	m.ExpectCompleteAny(claim.Key())
+//	mock.ExpectCommit()
+//	mw.Handler(createOrder).ServeHTTP(rec, req)
 //
 // A Mock knows nothing of any dialect by name: it works the same for the
 // built-in dialects and for one written outside package idem. Which
@@ -171,6 +187,47 @@ func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
+// ExpectCompleteAny expects Do to store a response of the key that it
+// claimed, whatever the response, affecting one row. It is ExpectComplete
+// for a response the test cannot or need not predict byte for byte, such as
+// the one the idemhttp middleware stores: the handler's status, its body,
+// and only the headers on the middleware's allow-list, with a Content-Type
+// sniffed where the handler set none. Check what the client got instead,
+// from the ResponseWriter the middleware was served with: the status and
+// body it stores are those it sends.
+func (m *Mock) ExpectCompleteAny(key string) {
+	m.mock.ExpectExec(m.sql("complete")).
+		WithArgs(m.args("complete", map[string]driver.Value{"key": []byte(key)})...).
+		WillReturnResult(sqlmock.NewResult(0, 1))
+}
+
+// ExpectRequest expects the claim that the idemhttp middleware mw makes for
+// the request r, as ExpectDo does for a key and hash: the stored key and the
+// request hash are those that mw.Identify returns for r, which are the
+// middleware's own by construction, so the test repeats neither the scope's
+// place in the key nor the hash's formula. Call it after the BEGIN, and then
+// expect the handler's statements, then the completion (ExpectCompleteAny
+// with the result's Key), then the COMMIT; or call a Will method of the
+// result at once for another outcome, followed by the ROLLBACK. When the
+// handler answers with a status the middleware does not store (5xx by
+// default), the claim is abandoned instead of completed: ExpectAbandon with
+// the result's Key, then the ROLLBACK.
+//
+// Identify reads r's body and puts it back, and calls the middleware's
+// scope function with r, so r is the request to serve afterwards. Its error
+// (a method the middleware does not protect, a missing or malformed key, a
+// failed scope, a body over the limit) is returned, and nothing is
+// expected: the middleware would claim no key for r. For a Store made
+// WithLookupFirst, expect its read before the BEGIN with ExpectLookupFirst
+// and the key and hash of mw.Identify(r).
+func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*ExpectedDo, error) {
+	key, hash, err := mw.Identify(r)
+	if err != nil {
+		return nil, fmt.Errorf("idemtest: ExpectRequest: %w", err)
+	}
+	return m.ExpectDo(key, hash), nil
+}
+
 // ExpectAbandon expects Do to delete its claim of key, affecting one row, as
 // it does when fn fails or returns a response it cannot store (too large, or
 // a status beyond 32 bits). Do sends no such statement when fn's error is a
@@ -231,6 +288,11 @@ type ExpectedDo struct {
 	key, hash []byte
 	claim     *sqlmock.ExpectedQuery
 }
+
+// Key returns the key of the claim: the key given to ExpectDo, or the
+// stored key of ExpectRequest's request, for the expectations that follow
+// the claim, ExpectCompleteAny and ExpectAbandon.
+func (e *ExpectedDo) Key() string { return string(e.key) }
 
 // WillReplay makes the claim find a finished request with the same hash and
 // the stored response resp: Do answers Replay with resp.

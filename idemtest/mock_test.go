@@ -289,6 +289,21 @@ func TestMockAPI(t *testing.T) {
 			statements: func(e env) []string { return joined(e.dc.claim, []string{"complete"}) },
 		},
 		{
+			name: "ExpectCompleteAny takes whatever is stored",
+			expect: func(e env) {
+				e.x.mock.ExpectBegin()
+				claim := e.x.m.ExpectDo("order-1", hash)
+				e.x.mock.ExpectExec(e.x.insert).WillReturnResult(sqlmock.NewResult(1, 1))
+				e.x.m.ExpectCompleteAny(claim.Key())
+				e.x.mock.ExpectCommit()
+			},
+			check: func(t *testing.T, e env, res idem.Result, err error) {
+				wantOutcome(t, res, err, idem.Claimed)
+				wantResponse(t, res, resp)
+			},
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+		},
+		{
 			name: "WillReplay",
 			expect: func(e env) {
 				e.x.mock.ExpectBegin()

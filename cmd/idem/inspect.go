@@ -60,7 +60,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	f.register(fs, true, idem.DefaultTable)
 	full := fs.Bool("full", false, "show the whole body, however long")
 	limit := fs.Int("max", defaultBodyBytes, "show at most this many bytes of the body")
-	scope := fs.String("scope", "", "the client's scope, for a key stored through idemhttp with a Scope")
+	scope := fs.String("scope", "", "the client's scope, for a key stored through idemhttp WithScope")
 	rest, err := parseFlags(e, fs, inspectHelp, args)
 	if err != nil {
 		return err

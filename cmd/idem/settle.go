@@ -127,7 +127,7 @@ type keyFlags struct {
 
 func (k *keyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.key, "key", "", "the idempotency key, as the client sent it (required)")
-	fs.StringVar(&k.scope, "scope", "", "the client's scope, for a key stored through idemhttp with a Scope")
+	fs.StringVar(&k.scope, "scope", "", "the client's scope, for a key stored through idemhttp WithScope")
 }
 
 // stored returns the key as the table holds it.

@@ -102,7 +102,8 @@ func open(dialect, dsn, path string) (*sql.DB, error) {
 type shop struct {
 	db     *sql.DB
 	store  *idem.Store
-	orders string // the orders table
+	mw     *idemhttp.Middleware // protects POST /orders
+	orders string               // the orders table
 	ph     func(n int) string
 	// lastInsertID: the new order's id comes from the driver, as MySQL
 	// has no INSERT ... RETURNING (PostgreSQL, SQLite and MariaDB have it).
@@ -137,28 +138,24 @@ func newShop(ctx context.Context, db *sql.DB, dialect, prefix string) (*shop, er
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+s.orders+` (`+ddl+`)`); err != nil {
 		return nil, err
 	}
-	if err := idemhttp.Check(store, db, s.protection()...); err != nil {
+	// How POST /orders is protected: every request must carry a key, keys
+	// are kept apart by account, and the errors behind the middleware's 5xx
+	// answers are logged. A mistake here stops the server before it serves.
+	s.mw, err = idemhttp.New(store, db,
+		idemhttp.WithKeyRequired(),
+		idemhttp.WithScope(account),
+		idemhttp.WithErrorHook(func(r *http.Request, err error) { log.Printf("%s %s: %v", r.Method, r.URL.Path, err) }),
+	)
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// protection is how POST /orders is protected: every request must carry a
-// key, keys are kept apart by account, and the errors behind the
-// middleware's 5xx answers are logged.
-func (s *shop) protection() []idemhttp.Option {
-	return []idemhttp.Option{
-		idemhttp.Required(),
-		idemhttp.Scope(account),
-		idemhttp.ErrorHook(func(r *http.Request, err error) { log.Printf("%s %s: %v", r.Method, r.URL.Path, err) }),
-	}
-}
-
 // routes protects POST /orders; GET needs no protection.
 func (s *shop) routes() http.Handler {
-	protect := idemhttp.New(s.store, s.db, s.protection()...)
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", protect(http.HandlerFunc(s.createOrder)))
+	mux.Handle("POST /orders", s.mw.Handler(http.HandlerFunc(s.createOrder)))
 	mux.HandleFunc("GET /orders/{id}", s.getOrder)
 	return mux
 }

@@ -4,16 +4,28 @@ package routertest
 
 import (
 	"bytes"
+	"database/sql"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/examples/ecosystem/internal/shop"
 	"github.com/idemgo/idem/examples/ecosystem/internal/testdb"
 	"github.com/idemgo/idem/idemhttp"
 )
+
+// ProtectT is shop.Protect for a test: it fails the test on an error.
+func ProtectT(t testing.TB, store *idem.Store, db *sql.DB) *idemhttp.Middleware {
+	t.Helper()
+	mw, err := shop.Protect(store, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
+}
 
 // Reply is a response as the client sees it.
 type Reply struct {

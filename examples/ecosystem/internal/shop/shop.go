@@ -17,11 +17,13 @@ import (
 const AccountHeader = "X-Account"
 
 // Protect returns the idemhttp middleware the routers mount: keys are
-// required, and scoped by account so that two clients never share one.
-func Protect(store *idem.Store, db *sql.DB) func(http.Handler) http.Handler {
+// required, and scoped by account so that two clients never share one. A
+// service makes it once, at start-up, where its error (a configuration
+// mistake) can stop the start, and hands it to the router.
+func Protect(store *idem.Store, db *sql.DB) (*idemhttp.Middleware, error) {
 	return idemhttp.New(store, db,
-		idemhttp.Required(),
-		idemhttp.Scope(func(r *http.Request) (string, error) {
+		idemhttp.WithKeyRequired(),
+		idemhttp.WithScope(func(r *http.Request) (string, error) {
 			if a := r.Header.Get(AccountHeader); a != "" {
 				return a, nil
 			}

@@ -5,24 +5,22 @@
 package chirouter
 
 import (
-	"database/sql"
 	"encoding/json"
 	"net/http"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/examples/ecosystem/internal/shop"
 	"github.com/idemgo/idem/idemhttp"
 )
 
-// Routes returns a router whose POST /orders is idempotent. Only that
-// route is protected: the middleware would pass a GET through anyway, but
-// a route that writes nothing has no use for it.
-func Routes(store *idem.Store, db *sql.DB) http.Handler {
+// Routes returns a router whose POST /orders is made idempotent by mw (see
+// shop.Protect). Only that route is protected: the middleware would pass a
+// GET through anyway, but a route that writes nothing has no use for it.
+func Routes(mw *idemhttp.Middleware) http.Handler {
 	r := chi.NewRouter()
-	r.With(shop.Protect(store, db)).Post("/orders", createOrder)
+	r.With(mw.Handler).Post("/orders", createOrder)
 	return r
 }
 

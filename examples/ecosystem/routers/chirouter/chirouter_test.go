@@ -11,5 +11,5 @@ import (
 func TestOrders(t *testing.T) {
 	t.Parallel()
 	db := testdb.OpenT(t)
-	routertest.Run(t, chirouter.Routes(testdb.StoreT(t), db.DB), db)
+	routertest.Run(t, chirouter.Routes(routertest.ProtectT(t, testdb.StoreT(t), db.DB)), db)
 }

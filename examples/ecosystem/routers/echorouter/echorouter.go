@@ -13,23 +13,22 @@
 package echorouter
 
 import (
-	"database/sql"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/examples/ecosystem/internal/shop"
 	"github.com/idemgo/idem/idemhttp"
 )
 
-// Routes returns a router whose POST /orders is idempotent.
-func Routes(store *idem.Store, db *sql.DB) *echo.Echo {
+// Routes returns a router whose POST /orders is made idempotent by mw (see
+// shop.Protect).
+func Routes(mw *idemhttp.Middleware) *echo.Echo {
 	e := echo.New()
 	// Route middleware runs in order, the first outermost: the
 	// idemhttp middleware around AnswerErrors around the handler.
-	e.POST("/orders", createOrder, echo.WrapMiddleware(shop.Protect(store, db)), AnswerErrors)
+	e.POST("/orders", createOrder, echo.WrapMiddleware(mw.Handler), AnswerErrors)
 	return e
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgo/idem/examples/ecosystem/internal/routertest"
-	"github.com/idemgo/idem/examples/ecosystem/internal/shop"
 	"github.com/idemgo/idem/examples/ecosystem/internal/testdb"
 	"github.com/idemgo/idem/examples/ecosystem/routers/echorouter"
 	"github.com/idemgo/idem/idemhttp"
@@ -16,7 +15,7 @@ import (
 func TestOrders(t *testing.T) {
 	t.Parallel()
 	db := testdb.OpenT(t)
-	routertest.Run(t, echorouter.Routes(testdb.StoreT(t), db.DB), db)
+	routertest.Run(t, echorouter.Routes(routertest.ProtectT(t, testdb.StoreT(t), db.DB)), db)
 }
 
 // TestReturnedError shows AnswerErrors at work: the 400 that the handler
@@ -24,7 +23,7 @@ func TestOrders(t *testing.T) {
 func TestReturnedError(t *testing.T) {
 	t.Parallel()
 	db := testdb.OpenT(t)
-	h := echorouter.Routes(testdb.StoreT(t), db.DB)
+	h := echorouter.Routes(routertest.ProtectT(t, testdb.StoreT(t), db.DB))
 	first := routertest.Post(t, h, "/orders", "order-1", `{"item":""}`)
 	retry := routertest.Post(t, h, "/orders", "order-1", `{"item":""}`)
 	if first.Status != http.StatusBadRequest || retry.Status != http.StatusBadRequest ||
@@ -42,7 +41,7 @@ func TestWithoutAnswerErrors(t *testing.T) {
 	db := testdb.OpenT(t)
 	e := echo.New()
 	refuse := func(echo.Context) error { return echo.NewHTTPError(http.StatusBadRequest, "no") }
-	e.POST("/orders", refuse, echo.WrapMiddleware(shop.Protect(testdb.StoreT(t), db.DB)))
+	e.POST("/orders", refuse, echo.WrapMiddleware(routertest.ProtectT(t, testdb.StoreT(t), db.DB).Handler))
 	first := routertest.Post(t, e, "/orders", "order-1", `{}`)
 	retry := routertest.Post(t, e, "/orders", "order-1", `{}`)
 	if first.Status != http.StatusOK || len(first.Body) != 0 || retry.Status != http.StatusOK || retry.Header.Get(idemhttp.ReplayedHeader) != "true" {

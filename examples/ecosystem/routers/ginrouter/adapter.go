@@ -15,8 +15,9 @@ import (
 type ginContextKey struct{}
 
 // Wrap protects the gin handler h with mw, a net/http middleware such as
-// the one idemhttp.New returns, and returns a gin handler to register as
-// the route's last. gin has no adapter of its own for such middleware.
+// the Handler method of an idemhttp.Middleware, and returns a gin handler
+// to register as the route's last. gin has no adapter of its own for such
+// middleware.
 //
 // On every attempt, h runs with c.Request set to the middleware's request,
 // whose context carries the transaction (idemhttp.Tx(c.Request.Context()))

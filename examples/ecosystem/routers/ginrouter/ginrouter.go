@@ -4,22 +4,21 @@
 package ginrouter
 
 import (
-	"database/sql"
 	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/examples/ecosystem/internal/shop"
 	"github.com/idemgo/idem/idemhttp"
 )
 
-// Routes returns a router whose POST /orders is idempotent.
-func Routes(store *idem.Store, db *sql.DB) *gin.Engine {
+// Routes returns a router whose POST /orders is made idempotent by mw (see
+// shop.Protect).
+func Routes(mw *idemhttp.Middleware) *gin.Engine {
 	r := gin.New()
 	r.Use(gin.Recovery())
-	r.POST("/orders", Wrap(shop.Protect(store, db), createOrder))
+	r.POST("/orders", Wrap(mw.Handler, createOrder))
 	return r
 }
 

@@ -1,6 +1,7 @@
 package ginrouter_test
 
 import (
+	"database/sql"
 	"net/http"
 	"os"
 	"strings"
@@ -21,10 +22,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// newMiddleware is the middleware of the tests that need no account: keys
+// are global, as for an API with a single client.
+func newMiddleware(t *testing.T, store *idem.Store, db *sql.DB, opts ...idemhttp.Option) *idemhttp.Middleware {
+	t.Helper()
+	mw, err := idemhttp.New(store, db, append(opts, idemhttp.WithSingleClient())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
+}
+
 func TestOrders(t *testing.T) {
 	t.Parallel()
 	db := testdb.OpenT(t)
-	routertest.Run(t, ginrouter.Routes(testdb.StoreT(t), db.DB), db)
+	routertest.Run(t, ginrouter.Routes(routertest.ProtectT(t, testdb.StoreT(t), db.DB)), db)
 }
 
 // TestStatusOnly checks that a status set with c.Status and no body, which
@@ -34,8 +46,8 @@ func TestStatusOnly(t *testing.T) {
 	t.Parallel()
 	db := testdb.OpenT(t)
 	r := gin.New()
-	mw := idemhttp.New(testdb.StoreT(t), db.DB)
-	r.POST("/accepted", ginrouter.Wrap(mw, func(c *gin.Context) { c.Status(http.StatusAccepted) }))
+	mw := newMiddleware(t, testdb.StoreT(t), db.DB)
+	r.POST("/accepted", ginrouter.Wrap(mw.Handler, func(c *gin.Context) { c.Status(http.StatusAccepted) }))
 	for i, want := range []string{"", "true"} {
 		got := routertest.Post(t, r, "/accepted", "k", "")
 		if got.Status != http.StatusAccepted || got.Header.Get(idemhttp.ReplayedHeader) != want {
@@ -52,8 +64,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 	db := testdb.OpenT(t)
 	var runs, after atomic.Int32
 	r := gin.New()
-	mw := idemhttp.New(testdb.StoreT(t), db.DB, idemhttp.Required())
-	r.POST("/orders", ginrouter.Wrap(mw, func(c *gin.Context) {
+	mw := newMiddleware(t, testdb.StoreT(t), db.DB, idemhttp.WithKeyRequired())
+	r.POST("/orders", ginrouter.Wrap(mw.Handler, func(c *gin.Context) {
 		runs.Add(1)
 		c.String(http.StatusCreated, "created")
 	}), func(c *gin.Context) {
@@ -118,7 +130,7 @@ func TestRunsAgain(t *testing.T) {
 
 	var attempts atomic.Int32
 	r := gin.New()
-	r.POST("/orders", ginrouter.Wrap(idemhttp.New(store, db.DB), func(c *gin.Context) {
+	r.POST("/orders", ginrouter.Wrap(newMiddleware(t, store, db.DB).Handler, func(c *gin.Context) {
 		n := attempts.Add(1)
 		ctx := c.Request.Context()
 		tx := idemhttp.Tx(ctx)
