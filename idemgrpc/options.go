@@ -1,0 +1,263 @@
+package idemgrpc
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Defaults of the interceptor's options.
+const (
+	// DefaultKeyMetadata is the request metadata key that carries the
+	// idempotency key unless WithKeyMetadata says otherwise: the HTTP
+	// header of the IETF draft, spelt as gRPC spells metadata keys.
+	DefaultKeyMetadata = "idempotency-key"
+
+	// DefaultRetryPushback is the delay that the interceptor's Unavailable
+	// answers ask a client's retry policy to wait, unless WithRetryPushback
+	// says otherwise. One second matches the Store's default lock timeout:
+	// most calls finish within it.
+	DefaultRetryPushback = time.Second
+)
+
+// An Option configures the interceptor made by UnaryServerInterceptor. Each
+// option checks its own argument, and UnaryServerInterceptor reports every
+// bad one.
+type Option func(*config) error
+
+type config struct {
+	keyName   string
+	methods   map[string]*method // WithMethods, resolved
+	filter    func(fullMethod string) bool
+	required  bool
+	scope     func(context.Context) (string, error)
+	stored    map[codes.Code]bool
+	pushback  time.Duration
+	txOptions *sql.TxOptions
+	onError   func(ctx context.Context, fullMethod string, err error)
+}
+
+func defaultConfig() config {
+	return config{keyName: DefaultKeyMetadata, pushback: DefaultRetryPushback}
+}
+
+// WithKeyMetadata sets the request metadata key that carries the
+// idempotency key. The default is DefaultKeyMetadata, "idempotency-key".
+// gRPC metadata keys are case-insensitive, so name is taken in lower case;
+// it must be a valid metadata key of ASCII letters, digits, '-', '_' and
+// '.', not a binary one (ending in "-bin") and not one that gRPC reserves
+// (starting with "grpc-").
+func WithKeyMetadata(name string) Option {
+	return func(c *config) error {
+		name = strings.ToLower(name)
+		switch {
+		case name == "":
+			return errors.New("idemgrpc: empty key metadata name")
+		case strings.HasPrefix(name, "grpc-"):
+			return fmt.Errorf("idemgrpc: key metadata %q: keys that start with grpc- are reserved by gRPC", name)
+		case strings.HasSuffix(name, "-bin"):
+			return fmt.Errorf("idemgrpc: key metadata %q: a key that ends in -bin carries binary values, and a key is text", name)
+		}
+		for i := 0; i < len(name); i++ {
+			if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+				return fmt.Errorf("idemgrpc: key metadata %q is not a valid metadata key", name)
+			}
+		}
+		c.keyName = name
+		return nil
+	}
+}
+
+// WithMethods sets the methods the interceptor protects, by their full
+// names as gRPC gives them to interceptors: "/package.Service/Method".
+// Calls of other methods pass straight through, and Tx returns nil for
+// them. Each method must be a unary method of a service whose descriptor
+// is registered in protoregistry.GlobalFiles, as generated code registers
+// it: the interceptor finds the method's reply type there, to replay a
+// stored reply as a message of that type even after a restart. An unknown
+// or streaming method is an error. A later WithMethods replaces an earlier
+// one.
+//
+// One of WithMethods and WithMethodFilter is required: gRPC has no method
+// that is unsafe by definition, as HTTP's POST is, so the service must say
+// which of its methods have effects.
+func WithMethods(fullMethods ...string) Option {
+	return func(c *config) error {
+		if len(fullMethods) == 0 {
+			return errors.New("idemgrpc: no methods")
+		}
+		ms := make(map[string]*method, len(fullMethods))
+		var errs []error
+		for _, name := range fullMethods {
+			m, err := resolve(name)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ms[name] = m
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		c.methods = ms
+		return nil
+	}
+}
+
+// WithMethodFilter sets a function that tells, from a method's full name
+// ("/package.Service/Method"), whether the interceptor protects it. Calls
+// of methods it refuses pass straight through, and Tx returns nil for
+// them. It is called on every call, so keep it quick. A later
+// WithMethodFilter replaces an earlier one; WithMethods and
+// WithMethodFilter together are an error.
+//
+// Unlike WithMethods, a filter cannot be checked at start-up: the first
+// call of each method it accepts looks the method up in
+// protoregistry.GlobalFiles, and a method that is not there, or streams,
+// fails its calls with Internal (and the ErrorHook is told why) rather than
+// run unprotected. Prefer WithMethods where the list is known.
+func WithMethodFilter(protect func(fullMethod string) bool) Option {
+	return func(c *config) error {
+		if protect == nil {
+			return errors.New("idemgrpc: nil method filter")
+		}
+		c.filter = protect
+		return nil
+	}
+}
+
+// WithKeyRequired makes a call of a protected method without a key fail
+// with InvalidArgument. Without it, such a call runs without idempotency:
+// the handler runs once per call, and Tx returns nil, so the handler must
+// open its own transaction or refuse. Methods whose effect must not happen
+// twice should require a key.
+func WithKeyRequired() Option {
+	return func(c *config) error {
+		c.required = true
+		return nil
+	}
+}
+
+// WithScope sets the function that names the client a call comes from,
+// from the call's context: a tenant, an account, the identity of a client
+// certificate or of a token that an authentication interceptor put there.
+// The scope is part of the stored key and of the call's fingerprint, so
+// clients that choose the same key never meet: one cannot replay, block or
+// probe another's call.
+//
+// Without a scope, keys are global: two clients that send the same key
+// share it, and the second gets the first one's reply or a
+// FailedPrecondition. Only leave it out when the service has a single
+// client.
+//
+// A scope function that fails, or returns an empty scope, fails the call
+// with Unauthenticated before anything is stored; its error goes to the
+// ErrorHook, never to the client. Put authentication in front of the
+// interceptor, in the chain, so that its own refusals come first.
+func WithScope(scope func(ctx context.Context) (string, error)) Option {
+	return func(c *config) error {
+		if scope == nil {
+			return errors.New("idemgrpc: nil scope function")
+		}
+		c.scope = scope
+		return nil
+	}
+}
+
+// storableCodes are the codes WithStoredErrors accepts: those of a final
+// answer about the request itself. The others say that the call did not
+// get an answer (Canceled, DeadlineExceeded, Unavailable, Aborted,
+// ResourceExhausted), that something broke (Unknown, Internal, DataLoss),
+// or that the client was not known (Unauthenticated); replaying any of
+// them would refuse every retry for good over something a retry should get
+// another chance at.
+var storableCodes = map[codes.Code]bool{
+	codes.InvalidArgument:    true,
+	codes.NotFound:           true,
+	codes.AlreadyExists:      true,
+	codes.PermissionDenied:   true,
+	codes.FailedPrecondition: true,
+	codes.OutOfRange:         true,
+	codes.Unimplemented:      true,
+}
+
+// WithStoredErrors makes the handler's errors with one of the given codes
+// final: the status (code, message and details) is stored with whatever
+// the handler wrote in Tx, the transaction commits, and every retry gets
+// the same error back, marked as a replay. Only InvalidArgument, NotFound,
+// AlreadyExists, PermissionDenied, FailedPrecondition, OutOfRange and
+// Unimplemented may be stored; any other code is an error.
+//
+// By default no error is stored: a handler's error rolls the transaction
+// back, reaches the client as it is, and a retry runs the handler again.
+// Store the errors that depend on state, such as a declined payment or a
+// sold-out item, when a retry must not succeed where the first call
+// failed. A handler that returns a stored error should refuse before it
+// writes, or undo its writes itself, since they commit with the error.
+// A later WithStoredErrors replaces an earlier one.
+func WithStoredErrors(cs ...codes.Code) Option {
+	return func(c *config) error {
+		set := make(map[codes.Code]bool, len(cs))
+		for _, code := range cs {
+			if !storableCodes[code] {
+				return fmt.Errorf("idemgrpc: %v is not a final answer and cannot be stored", code)
+			}
+			set[code] = true
+		}
+		c.stored = set
+		return nil
+	}
+}
+
+// WithRetryPushback sets the delay that the interceptor's Unavailable
+// answers (in flight, conflict, outcome unknown) ask for: as the
+// grpc-retry-pushback-ms trailer, which gRPC clients with a retry policy
+// for UNAVAILABLE honour, and as the retry delay of a
+// google.rpc.RetryInfo detail. It is rounded up to whole milliseconds. The
+// default is DefaultRetryPushback, one second. It must be positive.
+func WithRetryPushback(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("idemgrpc: retry pushback must be positive, got %v", d)
+		}
+		c.pushback = d
+		return nil
+	}
+}
+
+// WithTxOptions sets the options of the transaction the interceptor begins
+// for the handler, such as its isolation level. The default, nil, is the
+// database's default. A conflict that the database reports under a
+// stricter level makes the interceptor run the handler again, up to DoTx's
+// attempts.
+func WithTxOptions(opts *sql.TxOptions) Option {
+	return func(c *config) error {
+		if opts != nil {
+			o := *opts
+			opts = &o
+		}
+		c.txOptions = opts
+		return nil
+	}
+}
+
+// WithErrorHook sets a function that is told about the errors behind the
+// interceptor's own Internal, Unavailable, DataLoss and Unauthenticated
+// answers: database errors, a failed scope function, a method that a
+// filter accepts but the registry does not know. The interceptor logs
+// nothing itself. The hook runs on the call's goroutine before the
+// interceptor answers; keep it quick.
+func WithErrorHook(hook func(ctx context.Context, fullMethod string, err error)) Option {
+	return func(c *config) error {
+		if hook == nil {
+			return errors.New("idemgrpc: nil error hook")
+		}
+		c.onError = hook
+		return nil
+	}
+}
