@@ -79,6 +79,9 @@ func UnaryServerInterceptor(store *idem.Store, db *sql.DB, opts ...Option) (grpc
 	case i.cfg.methods == nil && i.cfg.filter == nil:
 		errs = append(errs, errors.New("idemgrpc: no methods to protect: give WithMethods or WithMethodFilter"))
 	}
+	if i.cfg.scoped == i.cfg.single {
+		errs = append(errs, errors.New("idemgrpc: choose WithScope, so that one client's keys never meet another's, or WithSingleClient, when keys may be global: keys are per client unless the service says otherwise"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -24,8 +24,14 @@ import (
 )
 
 // protect returns the interceptor on e's store and database with opts,
-// which must be valid.
+// which must be valid, for a service with a single client.
 func (e *env) protect(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
+	t.Helper()
+	return e.protectScoped(t, append(opts, idemgrpc.WithSingleClient())...)
+}
+
+// protectScoped is protect for opts that choose a scope themselves.
+func (e *env) protectScoped(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
 	t.Helper()
 	ic, err := idemgrpc.UnaryServerInterceptor(e.store, e.db, opts...)
 	if err != nil {
@@ -40,6 +46,13 @@ func (e *env) start(t *testing.T, opts ...idemgrpc.Option) (*shop, *grpc.ClientC
 	t.Helper()
 	s := &shop{e: e}
 	return s, serve(t, s, e.protect(t, opts...))
+}
+
+// startScoped is start for opts that choose a scope themselves.
+func (e *env) startScoped(t *testing.T, opts ...idemgrpc.Option) (*shop, *grpc.ClientConn) {
+	t.Helper()
+	s := &shop{e: e}
+	return s, serve(t, s, e.protectScoped(t, opts...))
 }
 
 // protected are the methods the tests protect.
@@ -211,7 +224,7 @@ func TestClaimThenReplay(t *testing.T) {
 func TestFingerprintAsDocumented(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
-		_, conn := e.start(t, protected, idemgrpc.WithScope(func(context.Context) (string, error) { return "acct_42", nil }))
+		_, conn := e.startScoped(t, protected, idemgrpc.WithScope(func(context.Context) (string, error) { return "acct_42", nil }))
 		if a := place(conn, "k", "book"); a.err != nil {
 			t.Fatal(a.err)
 		}
@@ -279,7 +292,7 @@ func TestScopesKeepClientsApart(t *testing.T) {
 			defer mu.Unlock()
 			reported = append(reported, fmt.Errorf("%s: %w", method, err))
 		})
-		s, conn := e.start(t, protected, idemgrpc.WithScope(scope), hook)
+		s, conn := e.startScoped(t, protected, idemgrpc.WithScope(scope), hook)
 		req := &structpb.Struct{Fields: map[string]*structpb.Value{fieldItem: structpb.NewStringValue("book")}}
 		as := func(client string) answer {
 			return call(conn, placeMethod, req, new(structpb.Struct), idemgrpc.DefaultKeyMetadata, "k", "x-client", client)

@@ -36,6 +36,8 @@ type config struct {
 	filter    func(fullMethod string) bool
 	required  bool
 	scope     func(context.Context) (string, error)
+	scoped    bool // WithScope was given
+	single    bool // WithSingleClient was given
 	stored    map[codes.Code]bool
 	pushback  time.Duration
 	txOptions *sql.TxOptions
@@ -150,10 +152,8 @@ func WithKeyRequired() Option {
 // clients that choose the same key never meet: one cannot replay, block or
 // probe another's call.
 //
-// Without a scope, keys are global: two clients that send the same key
-// share it, and the second gets the first one's reply or a
-// FailedPrecondition. Only leave it out when the service has a single
-// client.
+// UnaryServerInterceptor requires either WithScope or WithSingleClient, so
+// that no service shares keys between its clients by omission.
 //
 // A scope function that fails, or returns an empty scope, fails the call
 // with Unauthenticated before anything is stored; its error goes to the
@@ -161,10 +161,25 @@ func WithKeyRequired() Option {
 // interceptor, in the chain, so that its own refusals come first.
 func WithScope(scope func(ctx context.Context) (string, error)) Option {
 	return func(c *config) error {
+		c.scoped = true // chosen, even if scope is refused: one error is enough
 		if scope == nil {
 			return errors.New("idemgrpc: nil scope function")
 		}
 		c.scope = scope
+		return nil
+	}
+}
+
+// WithSingleClient declares that keys need no scope, because the service
+// has a single client, or because its keys are random and secret, so that
+// no client can guess or learn another's. Keys are then global: two clients
+// that send the same key share its record, and the second gets the first
+// one's reply, Unavailable or FailedPrecondition. It exists so that leaving
+// the scope out is a decision written in the code, not an oversight;
+// UnaryServerInterceptor refuses it together with WithScope.
+func WithSingleClient() Option {
+	return func(c *config) error {
+		c.single = true
 		return nil
 	}
 }

@@ -20,6 +20,7 @@ func TestConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := new(sql.DB) // never used: the constructor does not touch the database
+	single := idemgrpc.WithSingleClient()
 	for _, c := range []struct {
 		name  string
 		store *idem.Store
@@ -27,7 +28,7 @@ func TestConfiguration(t *testing.T) {
 		opts  []idemgrpc.Option
 		want  []string // in the error, each; none for a good configuration
 	}{
-		{"good", store, db, []idemgrpc.Option{protected}, nil},
+		{"good", store, db, []idemgrpc.Option{protected, single}, nil},
 		{"every option", store, db, []idemgrpc.Option{
 			idemgrpc.WithMethods(placeMethod),
 			idemgrpc.WithKeyMetadata("X-Key.v1_a"),
@@ -40,7 +41,10 @@ func TestConfiguration(t *testing.T) {
 			idemgrpc.WithErrorHook(func(context.Context, string, error) {}),
 			nil, // skipped, as package idem skips it
 		}, nil},
-		{"filter", store, db, []idemgrpc.Option{idemgrpc.WithMethodFilter(func(string) bool { return true })}, nil},
+		{"filter", store, db, []idemgrpc.Option{idemgrpc.WithMethodFilter(func(string) bool { return true }), single}, nil},
+		{"no scope chosen", store, db, []idemgrpc.Option{protected}, []string{"choose WithScope"}},
+		{"scope and single client", store, db, []idemgrpc.Option{protected, single,
+			idemgrpc.WithScope(func(context.Context) (string, error) { return "s", nil })}, []string{"choose WithScope"}},
 		{"nil store", nil, db, []idemgrpc.Option{protected}, []string{"nil store"}},
 		{"zero store", new(idem.Store), db, []idemgrpc.Option{protected}, []string{"not made by idem.New"}},
 		{"nil database", store, nil, []idemgrpc.Option{protected}, []string{"nil database"}},
