@@ -52,16 +52,20 @@
 // requests without a key when the key is not required ([WithKeyRequired]),
 // pass straight through, with [Tx] returning nil.
 //
-// The middleware validates the key (400), names the client (403 when the
-// scope function fails), reads the body (413 beyond [WithMaxBodyBytes]), and
-// hashes the request:
+// The middleware validates the key (400; [WithKeyValidator] adds the API's
+// own rule), names the client (403 when the scope function fails), reads the
+// body (413 beyond [WithMaxBodyBytes]), and hashes the request:
 //
 //	idem.Fingerprint([]byte("idemhttp/1"), []byte(scope), []byte(r.Method),
 //		[]byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body)
 //
 // The first part names the formula, so that a later formula can never
 // produce the hash of a different request under this one; the scope is ""
-// with WithSingleClient. [Middleware.Identify] returns the stored key and
+// with WithSingleClient. With [WithBodyCanonicalizer], body is what the
+// canonicalizer makes of the body (400 when it refuses it), so that retries
+// that differ only in what the API ignores, such as a timestamp the client
+// sets on each attempt, are one request; the handler still reads the body as
+// sent. [Middleware.Identify] returns the stored key and
 // this hash for a request, by the same code the middleware runs.
 //
 // Then it begins a transaction and calls the handler with a
@@ -89,13 +93,20 @@
 // The middleware's own refusals are application/problem+json (RFC 9457)
 // bodies with a type, title, status and detail; they never carry a stored
 // response or an internal error's text. docs/http.md in the repository lists
-// them, and what a client should do on each.
+// them, and what a client should do on each. Their types link to that page
+// unless [WithProblemTypeBase] names the API's own documentation, and
+// [WithErrorWriter] writes them in the API's own error format instead.
 //
 // # What is stored
 //
 // The status, the body, and the headers on the [WithReplayHeaders]
-// allow-list (Content-Type, Location, ETag, Link and the like by default). Other
-// headers reach the first response only; Set-Cookie, Authorization and the
+// allow-list: by default, [DefaultReplayHeaders], the headers that say what
+// the stored bytes are (Content-Type, Content-Encoding, the digests) and
+// those a client or a cache relies on (Location, ETag, Vary and the like), so
+// that a gzip body is replayed as gzip. A retry that no longer accepts the
+// stored encoding still gets the stored bytes, with their Content-Encoding
+// and Vary: it is the same request, and its answer is the original response.
+// Other headers reach the first response only; Set-Cookie, Authorization and the
 // hop-by-hop headers are never stored, whatever the list says.
 //
 // # The response limit

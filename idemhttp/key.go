@@ -12,10 +12,15 @@ import (
 const MaxKeyLength = 255
 
 // keyError says why a key header is malformed; the reason is written for
-// the client, in the 400 response.
-type keyError struct{ reason string }
+// the client, in the 400 response. refused is the error of the API's key
+// validator, when it is the validator that refused the key.
+type keyError struct {
+	reason  string
+	refused error
+}
 
 func (e *keyError) Error() string { return "idemhttp: malformed idempotency key: " + e.reason }
+func (e *keyError) Unwrap() error { return e.refused }
 
 // parseKey reads the key from the values of the key header. It accepts a
 // plain token, as most clients send, and the quoted sf-string of RFC 8941,
@@ -29,7 +34,7 @@ func parseKey(values []string) (key string, present bool, err *keyError) {
 		return "", false, nil
 	case 1:
 	default:
-		return "", true, &keyError{"the header is sent more than once"}
+		return "", true, &keyError{reason: "the header is sent more than once"}
 	}
 	v := strings.Trim(values[0], " \t")
 	if strings.HasPrefix(v, `"`) {
@@ -42,13 +47,13 @@ func parseKey(values []string) (key string, present bool, err *keyError) {
 	}
 	switch {
 	case key == "":
-		return "", true, &keyError{"the key is empty"}
+		return "", true, &keyError{reason: "the key is empty"}
 	case key[0] == ' ' || key[len(key)-1] == ' ':
 		// A quoted key could otherwise differ from another only by
 		// spaces that clients and proxies trim without a thought.
-		return "", true, &keyError{"the key starts or ends with a space"}
+		return "", true, &keyError{reason: "the key starts or ends with a space"}
 	case len(key) > MaxKeyLength:
-		return "", true, &keyError{"the key is longer than 255 characters"}
+		return "", true, &keyError{reason: "the key is longer than 255 characters"}
 	}
 	return key, true, nil
 }
@@ -62,28 +67,28 @@ func unquote(v string) (string, *keyError) {
 		switch c := v[i]; {
 		case c == '"':
 			if i != len(v)-1 {
-				return "", &keyError{"characters follow the closing quote"}
+				return "", &keyError{reason: "characters follow the closing quote"}
 			}
 			return b.String(), nil
 		case c == '\\':
 			i++
 			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
-				return "", &keyError{`a backslash in a quoted key must escape " or \`}
+				return "", &keyError{reason: `a backslash in a quoted key must escape " or \`}
 			}
 			b.WriteByte(v[i])
 		case c < 0x20 || c > 0x7e:
-			return "", &keyError{"the key holds a control or non-ASCII character"}
+			return "", &keyError{reason: "the key holds a control or non-ASCII character"}
 		default:
 			b.WriteByte(c)
 		}
 	}
-	return "", &keyError{"the quoted key has no closing quote"}
+	return "", &keyError{reason: "the quoted key has no closing quote"}
 }
 
 func checkKeyChars(v string) *keyError {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c < 0x20 || c > 0x7e {
-			return &keyError{"the key holds a control or non-ASCII character"}
+			return &keyError{reason: "the key holds a control or non-ASCII character"}
 		}
 	}
 	return nil

@@ -121,7 +121,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		return &failing{err: err}
 	}
 	if next == nil {
-		return &failing{onError: m.cfg.onError, err: errors.New("idemhttp: Handler was given a nil handler")}
+		return &failing{cfg: &m.cfg, err: errors.New("idemhttp: Handler was given a nil handler")}
 	}
 	return &handler{m: m, next: next}
 }
@@ -138,8 +138,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // so that r can still be served. It calls the scope function with r. It
 // returns an error, and no key, for a request the middleware would not
 // claim a key for: a method it does not protect, a missing or malformed
-// key, a scope function that fails, or a body that is too large or
-// unreadable.
+// key (WithKeyValidator included), a scope function that fails, or a body
+// that is too large, unreadable or refused by the canonicalizer of
+// WithBodyCanonicalizer, whose bytes it hashes as the middleware does.
 func (m *Middleware) Identify(r *http.Request) (key string, hash []byte, err error) {
 	if err := m.usable(); err != nil {
 		return "", nil, err
@@ -175,6 +176,8 @@ type (
 	scopeError struct{ err error }
 	// bodyError is a body that could not be read: a 400.
 	bodyError struct{ err error }
+	// canonError is a body the canonicalizer refused: a 400.
+	canonError struct{ err error }
 )
 
 func (e *unprotected) Error() string {
@@ -189,6 +192,8 @@ func (e *scopeError) Error() string { return "idemhttp: scope: " + e.err.Error()
 func (e *scopeError) Unwrap() error { return e.err }
 func (e *bodyError) Error() string  { return "idemhttp: read request body: " + e.err.Error() }
 func (e *bodyError) Unwrap() error  { return e.err }
+func (e *canonError) Error() string { return "idemhttp: body canonicalizer: " + e.err.Error() }
+func (e *canonError) Unwrap() error { return e.err }
 
 // errBodyTooLarge stands for a request body over the limit.
 var errBodyTooLarge = errors.New("idemhttp: request body too large")
@@ -196,7 +201,9 @@ var errBodyTooLarge = errors.New("idemhttp: request body too large")
 // identify names the request: its key, its scope, its body and their hash,
 // in the order in which the middleware refuses them, so that a request with
 // a bad key costs neither a call of the scope function nor a read of the
-// body. With putBack, it leaves r's body readable from the start again, for
+// body; a key the API's validator refuses costs no more than a malformed
+// one. The canonicalizer's bytes go into the hash, the body as sent to the
+// handler. With putBack, it leaves r's body readable from the start again, for
 // Identify's caller; the middleware does not ask for it, since net/http
 // asks handlers not to change the request they are given beyond reading
 // its body.
@@ -211,6 +218,11 @@ func (m *Middleware) identify(r *http.Request, putBack bool) (identity, error) {
 	}
 	if !present {
 		return identity{}, &noKey{cfg.header}
+	}
+	if cfg.validKey != nil {
+		if err := cfg.validKey(key); err != nil {
+			return identity{}, &keyError{reason: err.Error(), refused: err}
+		}
 	}
 	var scope string
 	if cfg.scope != nil {
@@ -227,7 +239,14 @@ func (m *Middleware) identify(r *http.Request, putBack bool) (identity, error) {
 	if err != nil {
 		return identity{}, err
 	}
-	return identity{key: StoredKey(scope, key), hash: requestHash(scope, r, body), body: body}, nil
+	hashed := body
+	if cfg.canonicalize != nil {
+		hashed, err = cfg.canonicalize(r.Header.Get("Content-Type"), body)
+		if err != nil {
+			return identity{}, &canonError{err}
+		}
+	}
+	return identity{key: StoredKey(scope, key), hash: requestHash(scope, r, hashed), body: body}, nil
 }
 
 // hashVersion is the first part of every request hash: it names the
@@ -248,16 +267,21 @@ func requestHash(scope string, r *http.Request, body []byte) []byte {
 
 // failing is the handler of a Middleware that cannot serve: it fails
 // closed, and says why.
+// Its configuration is the Middleware's, when there is one, so that the API's
+// error writer and problem types apply; the default otherwise.
 type failing struct {
-	onError func(*http.Request, error)
-	err     error
+	cfg *config
+	err error
 }
 
 func (f *failing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if f.onError != nil {
-		f.onError(r, f.err)
+	cfg := f.cfg
+	if cfg == nil {
+		d := defaultConfig()
+		cfg = &d
 	}
-	problemInternal.write(w, DefaultRetryAfter)
+	cfg.report(r, f.err)
+	cfg.writeProblem(w, r, problemInternal)
 }
 
 func (c *config) report(r *http.Request, err error) {
@@ -317,13 +341,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, status, header, body)
 	case err != nil:
 		cfg.report(r, err)
-		failure(err).write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, failure(err))
 	case res.Outcome == idem.Replay:
 		writeReplay(w, res.Response)
 	case res.Outcome == idem.Mismatch:
-		problemKeyReused.write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemKeyReused)
 	default: // idem.InFlight
-		problemInFlight.write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemInFlight)
 	}
 }
 
@@ -337,6 +361,7 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		nk *noKey
 		ke *keyError
 		se *scopeError
+		ce *canonError
 	)
 	switch {
 	case errors.As(err, &un):
@@ -346,22 +371,28 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
 			h.next.ServeHTTP(w, r) // unprotected, as the option allows
 			return
 		}
-		problemKeyRequired(cfg.header).write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemKeyRequired(cfg.header))
+	case errors.As(err, &ke) && ke.refused != nil:
+		cfg.writeProblem(w, r, problemKeyRefused(cfg.header, ke.reason))
 	case errors.As(err, &ke):
-		problemInvalidKey(cfg.header, ke.reason).write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemInvalidKey(cfg.header, ke.reason))
 	case errors.As(err, &se):
 		cfg.report(r, err)
-		problemScope.write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemScope)
 	case errors.Is(err, errBodyTooLarge):
-		problemBodyTooLarge(cfg.maxBody).write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemBodyTooLarge(cfg.maxBody))
+	case errors.As(err, &ce):
+		// The client's mistake, as the option documents: the hook is for
+		// the server's.
+		cfg.writeProblem(w, r, problemBodyInvalid(ce.err.Error()))
 	default: // a bodyError
 		cfg.report(r, err)
-		problemBodyUnreadable.write(w, cfg.retryAfter)
+		cfg.writeProblem(w, r, problemBodyUnreadable)
 	}
 }
 
 // failure is the problem that answers an error of DoTx.
-func failure(err error) problem {
+func failure(err error) kind {
 	switch {
 	case errors.Is(err, idem.ErrRetry):
 		return problemConflict

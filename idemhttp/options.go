@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -47,15 +48,20 @@ type config struct {
 	retryAfter     time.Duration
 	txOptions      *sql.TxOptions
 	onError        func(*http.Request, error)
+	problemBase    string
+	errorWriter    func(http.ResponseWriter, *http.Request, Problem)
+	validKey       func(key string) error
+	canonicalize   func(contentType string, body []byte) ([]byte, error)
 }
 
 func defaultConfig() config {
 	c := config{
-		header:     DefaultKeyHeader,
-		methods:    []string{http.MethodPost, http.MethodPatch},
-		maxBody:    DefaultMaxBodyBytes,
-		storable:   func(status int) bool { return status < 500 },
-		retryAfter: DefaultRetryAfter,
+		header:      DefaultKeyHeader,
+		methods:     []string{http.MethodPost, http.MethodPatch},
+		maxBody:     DefaultMaxBodyBytes,
+		storable:    func(status int) bool { return status < 500 },
+		retryAfter:  DefaultRetryAfter,
+		problemBase: DefaultProblemTypeBase,
 	}
 	c.replay = make(map[string]bool)
 	for _, name := range DefaultReplayHeaders() {
@@ -192,21 +198,52 @@ func WithStorePolicy(store func(status int) bool) Option {
 }
 
 // DefaultReplayHeaders returns the response headers that are stored and
-// replayed unless WithReplayHeaders says otherwise: those that describe the
-// response's content and the resource it made. The slice is new on each
-// call; extend it to allow more.
+// replayed unless WithReplayHeaders says otherwise: those without which the
+// stored body would mean something else or could not be checked, and those a
+// client or a cache relies on to keep and find what the request made. The
+// slice is new on each call; extend it to allow more.
+//
+// The body is stored and replayed byte for byte, as the handler wrote it, so
+// every header that says what those bytes are must travel with them:
+//
+//   - Content-Type, Content-Encoding, Content-Language: what the bytes are,
+//     how they are encoded (gzip bytes without Content-Encoding would be
+//     read as the Content-Type they are not), and in which language.
+//   - Content-Range: which part of a representation a 206 body is.
+//   - Content-Digest, Repr-Digest, Digest: checksums of the stored bytes and
+//     of the representation; the bytes are the same, so they stay true, and a
+//     client that checks them must not find them missing on a retry.
+//   - Content-Disposition, Content-Location: how to save the body, and
+//     where the same representation can be fetched.
+//   - ETag, Last-Modified, Cache-Control, Expires, Vary: what a client or a
+//     cache uses to keep the response and revalidate it. Vary stays with a
+//     body that depends on a request header, such as Accept-Encoding.
+//   - Location, Link: the resource the request made and its relations,
+//     which the client acts on.
+//
+// Left out on purpose: Date and Age, which describe one transmission, not the
+// stored response (Date is set afresh on every response; a replayed Age
+// would claim the response sat in a cache); Accept-Ranges, which describes
+// what the server does with later requests for the resource, not these bytes,
+// and which the replay itself does not honour; and Content-Length, which
+// net/http computes for every response.
 func DefaultReplayHeaders() []string {
 	return []string{
 		"Cache-Control",
+		"Content-Digest",
 		"Content-Disposition",
+		"Content-Encoding",
 		"Content-Language",
 		"Content-Location",
+		"Content-Range",
 		"Content-Type",
+		"Digest",
 		"Etag",
 		"Expires",
 		"Last-Modified",
 		"Link",
 		"Location",
+		"Repr-Digest",
 		"Vary",
 	}
 }
@@ -291,6 +328,96 @@ func WithErrorHook(fn func(r *http.Request, err error)) Option {
 			return errors.New("idemhttp: nil error hook")
 		}
 		c.onError = fn
+		return nil
+	}
+}
+
+// WithProblemTypeBase sets the base of the type URIs of the middleware's
+// problems, so that they point at the API's own documentation rather than
+// this library's: each type is base followed by the problem's slug, such as
+// "key-reused" (Problem.Slug; docs/http.md lists them). The default is
+// DefaultProblemTypeBase. base must be an absolute URI, since RFC 9457 asks
+// for type URIs that clients can compare and dereference, and must end with
+// "/", "#", ":" or "=", since the slug is appended as it is: a base without
+// one would glue the slug to its last segment.
+func WithProblemTypeBase(base string) Option {
+	return func(c *config) error {
+		u, err := url.Parse(base)
+		switch {
+		case err != nil || !u.IsAbs():
+			return fmt.Errorf("idemhttp: problem type base %q is not an absolute URI", base)
+		case !strings.ContainsAny(base[len(base)-1:], "/#:="):
+			return fmt.Errorf("idemhttp: problem type base %q must end with /, #, : or =, since the slug is appended to it", base)
+		}
+		c.problemBase = base
+		return nil
+	}
+}
+
+// WithErrorWriter sets the function that writes the middleware's own
+// refusals and failures, for an API whose errors have a format of their own.
+// It gets the problem (its status, slug, type, title, detail and retry
+// delay) and writes the response: its Content-Type, its status, which should
+// be p.Status, and its body. Before it runs, the middleware has set
+// Cache-Control: no-store, because the same request may succeed later, and
+// Retry-After when the problem asks the client to wait, because retrying on
+// time is part of the protocol, not of the error format; the writer may
+// change them before it writes the status. A writer that writes nothing
+// gets p.Status with an empty body, so that a refusal never passes for a
+// success. The default writes p as application/problem+json (RFC 9457).
+//
+// The writer runs on the request's goroutine, for requests the handler
+// never saw; it must not panic, and should not call the database.
+func WithErrorWriter(fn func(w http.ResponseWriter, r *http.Request, p Problem)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("idemhttp: nil error writer")
+		}
+		c.errorWriter = fn
+		return nil
+	}
+}
+
+// WithKeyValidator adds the API's own rule for keys, such as "a UUID", to
+// the middleware's (1 to MaxKeyLength printable ASCII characters). It gets
+// the key as the client meant it, unquoted, once the middleware's own rule
+// has passed, and before the scope function, the body or the database are
+// touched, so a refused key costs nothing. A non-nil error refuses the
+// request with 400 invalid-key, and the error's message goes into the
+// problem's detail: it is written for the client, so it must say what a key
+// should look like and must not carry internal details.
+func WithKeyValidator(fn func(key string) error) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("idemhttp: nil key validator")
+		}
+		c.validKey = fn
+		return nil
+	}
+}
+
+// WithBodyCanonicalizer sets the function that turns a request body into
+// the form the request hash covers, so that retries which differ in ways the
+// API does not care about still count as the same request: JSON with its keys
+// sorted and its spacing removed, or without a field that the client sets
+// anew on every attempt, such as the time it was sent. It gets the request's
+// Content-Type header as sent and the whole body (empty for a request
+// without one), and returns the bytes to hash in place of the body; the
+// handler still reads the body as it was sent.
+//
+// It must return the same bytes for bodies that mean the same request, and
+// different bytes for any two that do not: two bodies it maps to the same
+// bytes are one request, and the second replays the first's response.
+// A non-nil error refuses the
+// request with 400 body-invalid, before the database is touched, and the
+// error's message goes into the problem's detail: it is written for the
+// client, and must not carry internal details. Identify hashes with it too.
+func WithBodyCanonicalizer(fn func(contentType string, body []byte) ([]byte, error)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("idemhttp: nil body canonicalizer")
+		}
+		c.canonicalize = fn
 		return nil
 	}
 }

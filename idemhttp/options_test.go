@@ -36,6 +36,10 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 		idemhttp.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}),
 		idemhttp.WithTxOptions(nil),
 		idemhttp.WithErrorHook(func(*http.Request, error) {}),
+		idemhttp.WithProblemTypeBase("https://api.example.com/problems/"),
+		idemhttp.WithErrorWriter(func(http.ResponseWriter, *http.Request, idemhttp.Problem) {}),
+		idemhttp.WithKeyValidator(func(string) error { return nil }),
+		idemhttp.WithBodyCanonicalizer(func(_ string, b []byte) ([]byte, error) { return b, nil }),
 		nil,
 	}
 	if mw, err := idemhttp.New(store, db, good...); err != nil || mw == nil {
@@ -70,6 +74,11 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 		{"an invalid header name", store, db, []idemhttp.Option{single, idemhttp.WithReplayHeaders("Content Type")}, "not a valid header name"},
 		{"zero retry after", store, db, []idemhttp.Option{single, idemhttp.WithRetryAfter(0)}, "retry after"},
 		{"nil error hook", store, db, []idemhttp.Option{single, idemhttp.WithErrorHook(nil)}, "nil error hook"},
+		{"a relative problem type base", store, db, []idemhttp.Option{single, idemhttp.WithProblemTypeBase("/problems/")}, "absolute URI"},
+		{"a problem type base without a separator", store, db, []idemhttp.Option{single, idemhttp.WithProblemTypeBase("https://api.example.com/problems")}, "must end with"},
+		{"nil error writer", store, db, []idemhttp.Option{single, idemhttp.WithErrorWriter(nil)}, "nil error writer"},
+		{"nil key validator", store, db, []idemhttp.Option{single, idemhttp.WithKeyValidator(nil)}, "nil key validator"},
+		{"nil body canonicalizer", store, db, []idemhttp.Option{single, idemhttp.WithBodyCanonicalizer(nil)}, "nil body canonicalizer"},
 		{"neither scope nor single client", store, db, nil, "choose"},
 		{"a scope and single client", store, db, []idemhttp.Option{scope, single}, "choose"},
 	} {
