@@ -210,16 +210,29 @@ func (d badStatements) Capabilities() idem.Capabilities { return idem.Capabiliti
 // parameters fail New, and that braces which are not parameters pass.
 func TestNewChecksDialectStatements(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		change func(*idem.Statements)
-		ok     bool
+		name    string
+		change  func(*idem.Statements)
+		ok      bool
+		dialect idem.Dialect // SQLite when nil
 	}{
-		{"an unknown parameter", func(st *idem.Statements) { st.Lookup += " AND {nope} = 1" }, false},
-		{"a parameter the statement cannot have", func(st *idem.Statements) { st.Claim = strings.Replace(st.Claim, "{expires_at}", "{limit}", 1) }, false},
-		{"a missing statement", func(st *idem.Statements) { st.Complete = "" }, false},
-		{"a brace that is not a parameter", func(st *idem.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true},
+		{"an unknown parameter", func(st *idem.Statements) { st.Lookup += " AND {nope} = 1" }, false, nil},
+		{"a parameter the statement cannot have", func(st *idem.Statements) { st.Claim = strings.Replace(st.Claim, "{expires_at}", "{limit}", 1) }, false, nil},
+		{"a missing statement", func(st *idem.Statements) { st.Complete = "" }, false, nil},
+		{"a brace that is not a parameter", func(st *idem.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true, nil},
+		// MySQL's claim is in several statements.
+		{"a lock wait set and never reset", func(st *idem.Statements) { st.ResetLockWait = "" }, false, idem.MySQL()},
+		{"a claim read that cannot tell its own record", func(st *idem.Statements) {
+			st.Claim = strings.Replace(st.Claim, "token = {token}", "0", 1)
+		}, false, idem.MySQL()},
+		{"a claim write without the key", func(st *idem.Statements) {
+			st.ClaimWrite = strings.Replace(st.ClaimWrite, "{key}", "''", 1)
+		}, false, idem.MySQL()},
 	} {
-		_, err := idem.New(badStatements{Dialect: idem.SQLite(), change: c.change})
+		d := c.dialect
+		if d == nil {
+			d = idem.SQLite()
+		}
+		_, err := idem.New(badStatements{Dialect: d, change: c.change})
 		if c.ok != (err == nil) || (err != nil && !errors.Is(err, idem.ErrInvalidArgument)) {
 			t.Errorf("%s: New = %v, want ok %v or ErrInvalidArgument", c.name, err, c.ok)
 		}

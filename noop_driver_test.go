@@ -13,10 +13,12 @@ import (
 // noopConnector opens connections that answer a Store's statements at once,
 // without a database, so that a benchmark measures what Do costs in Go: the
 // claim returns one row (claimed, or a finished record to replay), the
-// lookup the same record, and the completion affects one row. Anything else
-// fails.
+// lookup the same record, and the completion, as the claim's own writes and
+// lock-wait statements where the dialect has them, affects one row.
+// Anything else fails.
 type noopConnector struct {
-	claim, lookup, complete idem.Query
+	claim, claimWrite, lookup idem.Query
+	execs                     map[string]bool // the statements that affect one row
 	// replay makes the claim lose to a finished record of hash and resp.
 	replay bool
 	// record is the finished record a replay returns: request_hash,
@@ -28,7 +30,12 @@ type noopConnector struct {
 // the claim with a finished record of key, hash and resp instead.
 func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, resp idem.Response) *noopConnector {
 	qs := store.Queries()
-	c := &noopConnector{claim: qs["claim"], lookup: qs["lookup"], complete: qs["complete"], replay: replay}
+	c := &noopConnector{claim: qs["claim"], claimWrite: qs["claim_write"], lookup: qs["lookup"], execs: map[string]bool{}, replay: replay}
+	for _, name := range []string{"complete", "set_lock_wait", "claim_write", "reset_lock_wait"} {
+		if q, ok := qs[name]; ok {
+			c.execs[q.SQL] = true
+		}
+	}
 	header := codec.EncodeHeader(resp.Header)
 	sum := codec.Checksum([]byte(key), hash, int64(resp.Status), header, resp.Body)
 	c.record = [8]driver.Value{hash, int64(resp.Status), header, resp.Body, sum[:], int64(1), int64(1) << 62, int64(1)}
@@ -42,7 +49,13 @@ type noopDriver struct{ c *noopConnector }
 
 func (d noopDriver) Open(string) (driver.Conn, error) { return &noopConn{c: d.c}, nil }
 
-type noopConn struct{ c *noopConnector }
+// noopConn answers one connection's statements. written holds the
+// arguments of the claim's write, where the dialect separates it, for the
+// claim's read that follows.
+type noopConn struct {
+	c       *noopConnector
+	written []driver.NamedValue
+}
 
 var errNoop = errors.New("noop driver: unexpected statement")
 
@@ -67,18 +80,8 @@ func (cn *noopConn) QueryContext(_ context.Context, query string, args []driver.
 		// The record the claim wrote: the request hash and the times it
 		// was given.
 		r.row[0], r.row[1] = true, false
-		for i, name := range cn.c.claim.Params {
-			switch name {
-			case "request_hash":
-				r.row[2] = args[i].Value
-			case "created_at":
-				r.row[7] = args[i].Value
-			case "expires_at":
-				r.row[8] = args[i].Value
-			case "token":
-				r.row[9] = args[i].Value
-			}
-		}
+		r.fill(cn.c.claimWrite.Params, cn.written)
+		r.fill(cn.c.claim.Params, args)
 		return r, nil
 	case cn.c.lookup.SQL:
 		r := &noopRows{record: true}
@@ -88,8 +91,11 @@ func (cn *noopConn) QueryContext(_ context.Context, query string, args []driver.
 	return nil, errNoop
 }
 
-func (cn *noopConn) ExecContext(_ context.Context, query string, _ []driver.NamedValue) (driver.Result, error) {
-	if query == cn.c.complete.SQL {
+func (cn *noopConn) ExecContext(_ context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if query == cn.c.claimWrite.SQL {
+		cn.written = append(cn.written[:0], args...)
+	}
+	if cn.c.execs[query] {
 		return driver.RowsAffected(1), nil
 	}
 	return nil, errNoop
@@ -97,6 +103,27 @@ func (cn *noopConn) ExecContext(_ context.Context, query string, _ []driver.Name
 
 // claimColumns are the columns of a claim; a lookup returns the last eight.
 var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token"}
+
+// fill sets the columns of the record that the claim wrote from the
+// arguments of a statement whose parameters are params: the request hash,
+// the times and the token it was given.
+func (r *noopRows) fill(params []string, args []driver.NamedValue) {
+	for i, name := range params {
+		if i >= len(args) {
+			return
+		}
+		switch name {
+		case "request_hash":
+			r.row[2] = args[i].Value
+		case "created_at":
+			r.row[7] = args[i].Value
+		case "expires_at":
+			r.row[8] = args[i].Value
+		case "token":
+			r.row[9] = args[i].Value
+		}
+	}
+}
 
 // noopRows is one row of a claim, or of a lookup when record is set.
 type noopRows struct {
