@@ -113,36 +113,46 @@ func (s *Store) settleClaim(ctx context.Context, tx *sql.Tx, v *values) (Result,
 }
 
 // runClaim runs the claim once: its write, where the dialect separates it,
-// then the statement that answers.
+// then the statement that answers, and the dialect's ClaimLost when that
+// returned no row.
 func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
 	if s.claimWrite.query != "" {
 		if _, err := tx.ExecContext(ctx, s.claimWrite.query, s.claimWrite.args(v)...); err != nil {
 			return nil, false, false, err
 		}
 	}
+	rec, claimed, busy, err = s.scanClaim(tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...))
+	if errors.Is(err, sql.ErrNoRows) && s.claimLost.query != "" {
+		rec, claimed, busy, err = s.scanClaim(tx.QueryRowContext(ctx, s.claimLost.query, s.claimLost.args(v)...))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, false, nil
+	}
+	return rec, claimed, busy, err
+}
+
+// scanClaim reads the row of a claim statement: claimed, busy and the
+// record, nil where its columns are NULL.
+func (s *Store) scanClaim(row *sql.Row) (rec *record, claimed, busy bool, err error) {
 	// One value holds every destination of Scan, so that they escape to
 	// the heap together.
-	var row struct {
+	var dst struct {
 		rec                     record
 		claimed, busy           bool
 		status                  sql.NullInt64
 		created, expires, token sql.NullInt64
 	}
-	r := &row.rec
-	err = tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...).Scan(
-		&row.claimed, &row.busy, &r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &row.created, &row.expires, &row.token)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, false, nil
-	}
+	r := &dst.rec
+	err = row.Scan(&dst.claimed, &dst.busy, &r.requestHash, &dst.status, &r.header, &r.body, &r.checksum, &dst.created, &dst.expires, &dst.token)
 	if err != nil {
 		return nil, false, false, err
 	}
-	if !row.created.Valid {
-		return nil, false, row.busy, nil
+	if !dst.created.Valid {
+		return nil, false, dst.busy, nil
 	}
-	r.finished, r.status = row.status.Valid, row.status.Int64
-	r.createdAt, r.expiresAt, r.token = row.created.Int64, row.expires.Int64, row.token.Int64
-	return r, row.claimed, row.busy, nil
+	r.finished, r.status = dst.status.Valid, dst.status.Int64
+	r.createdAt, r.expiresAt, r.token = dst.created.Int64, dst.expires.Int64, dst.token.Int64
+	return r, dst.claimed, dst.busy, nil
 }
 
 // find runs the lookup statement; no record is a nil record.

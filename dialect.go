@@ -116,10 +116,23 @@ type Statements struct {
 	//   - busy true, when another transaction holds the key and the
 	//     statement did not wait for it (the record columns may be NULL);
 	//     Do then runs Claim again until the lock timeout passes;
-	//   - no row, when it lost but cannot see the winner; Do runs Lookup.
+	//   - no row, when it lost but cannot see the winner, or when it
+	//     returns rows only for what it wrote; Do runs ClaimLost, where
+	//     the dialect has one, and Lookup otherwise.
 	// A claim that waits for a held key and times out returns an error
 	// that Classify reports as ErrorLockTimeout.
 	Claim string
+
+	// ClaimLost is for a Claim that returns a row only when it claims,
+	// which a database can plan and run as cheaply as a plain INSERT.
+	// It runs when Claim returned no row, and answers as Claim does
+	// (claimed false), in one row: busy, when another transaction holds
+	// {key}, and the record as the transaction sees it, NULL when there
+	// is none. It must not wait for the transaction that holds the key.
+	// It binds {key} and may bind {lock_id}. Leave it empty when Claim
+	// returns the record it lost to, or when Lookup can tell the rest:
+	// a key without a record is then claimed again at once.
+	ClaimLost string
 
 	// ClaimWrite is for a database whose INSERT cannot return rows, such as
 	// MySQL. It inserts the record {key} with {request_hash},

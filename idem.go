@@ -122,7 +122,9 @@ type Store struct {
 	// claimWrite, setLockWait and resetLockWait are empty where the
 	// dialect claims in one statement.
 	claimWrite, setLockWait, resetLockWait statement
-	tokens                                 atomic.Uint64
+	// claimLost is empty where the claim returns the record it lost to.
+	claimLost statement
+	tokens    atomic.Uint64
 }
 
 // New returns a Store that keeps records with dialect d. It validates the
@@ -163,6 +165,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	}{
 		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
 		{&s.claimWrite, "claim write", st.ClaimWrite, true, append(record, paramToken, paramLockID)},
+		{&s.claimLost, "claim lost", st.ClaimLost, true, []param{paramKey, paramLockID}},
 		{&s.setLockWait, "set lock wait", st.SetLockWait, true, nil},
 		{&s.resetLockWait, "reset lock wait", st.ResetLockWait, true, nil},
 		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken)},
@@ -185,6 +188,9 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	}
 	if !s.claim.uses(paramKey) || (s.claimWrite.query != "" && !s.claimWrite.uses(paramKey)) {
 		return nil, fmt.Errorf("%w: %s dialect: the claim statement does not bind {key}", ErrInvalidArgument, d.Name())
+	}
+	if s.claimLost.query != "" && !s.claimLost.uses(paramKey) {
+		return nil, fmt.Errorf("%w: %s dialect: the claim lost statement does not bind {key}", ErrInvalidArgument, d.Name())
 	}
 	if s.claimWrite.query != "" && !s.claim.uses(paramToken) {
 		return nil, fmt.Errorf("%w: %s dialect: the claim statement that reads what the claim wrote does not bind {token}", ErrInvalidArgument, d.Name())
@@ -230,7 +236,7 @@ type Query struct {
 
 // Queries returns the statements the Store sends, by name: "claim",
 // "lookup", "complete", "abandon", "purge", and, where the dialect has them,
-// "takeover", "claim_write", "set_lock_wait" and "reset_lock_wait" (see
+// "takeover", "claim_write", "claim_lost", "set_lock_wait" and "reset_lock_wait" (see
 // Statements for what each does and when it runs). They are for tools and
 // tests that must match the Store's SQL exactly, such as the sqlmock
 // expectations of package idemtest.
@@ -238,11 +244,12 @@ func (s *Store) Queries() map[string]Query {
 	if s.check() != nil {
 		return nil
 	}
-	qs := make(map[string]Query, 9)
+	qs := make(map[string]Query, 10)
 	for name, st := range map[string]*statement{
 		"claim": &s.claim, "takeover": &s.takeover, "lookup": &s.lookup,
 		"complete": &s.complete, "abandon": &s.abandon, "purge": &s.purge,
-		"claim_write": &s.claimWrite, "set_lock_wait": &s.setLockWait, "reset_lock_wait": &s.resetLockWait,
+		"claim_write": &s.claimWrite, "claim_lost": &s.claimLost,
+		"set_lock_wait": &s.setLockWait, "reset_lock_wait": &s.resetLockWait,
 	} {
 		if st.query == "" {
 			continue

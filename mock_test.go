@@ -195,15 +195,16 @@ func TestMockMatchesDatabase(t *testing.T) {
 // lostLikeMock checks the statements that a claim which lost sent to a
 // database against claim, those of a claim that won (which are those the
 // mock expects for every lost claim). A database's claim may report the
-// loss through a lookup of the record of its own, after the claim
-// statement or after an error of its write: with the lookups left out, what
+// loss through a lookup of the record of its own, or its dialect's
+// ClaimLost, after the claim statement or after an error of its write: with
+// those left out, what
 // the database ran must be claim or claim with statements left out, it must
 // begin as claim does, up to the claim's first statement, and where the
 // claim ends by resetting the lock wait, it must end so too.
 func lostLikeMock(seq, claim []string) error {
 	var rest []string
 	for _, n := range seq {
-		if n != "lookup" {
+		if n != "lookup" && n != "claim_lost" {
 			rest = append(rest, n)
 		}
 	}
@@ -235,6 +236,8 @@ func TestLostLikeMock(t *testing.T) {
 	}{
 		{[]string{"begin", "claim"}, []string{"begin", "claim"}, true},
 		{[]string{"begin", "claim", "lookup"}, []string{"begin", "claim"}, true},
+		{[]string{"begin", "claim", "claim_lost"}, []string{"begin", "claim"}, true},
+		{[]string{"begin", "claim_lost"}, []string{"begin", "claim"}, false},
 		{split, split, true},
 		{[]string{"begin", "set_lock_wait", "claim_write", "lookup", "reset_lock_wait"}, split, true},
 		{[]string{"begin", "set_lock_wait", "claim_write", "claim", "lookup", "reset_lock_wait"}, split, true},

@@ -277,9 +277,10 @@ func (e *ExpectedLookup) WillMismatch() {
 // WillBeInFlight make it return the record of the request that holds the
 // key (claimed false, busy false), and WillConflict and WillReturnError
 // make it fail. Do then sends no lookup. The claim of some databases never
-// returns the record it lost to (SQLite's returns no row, and Do looks the
-// record up in a statement of its own), but a Store accepts both answers
-// from any dialect, and only this one fits before the ResetLockWait that
+// returns the record it lost to (PostgreSQL's and SQLite's return no row,
+// and Do reads the record in a statement of its own, the dialect's
+// ClaimLost or Lookup), but a Store accepts both answers from any dialect,
+// and only this one fits before the ResetLockWait that
 // ExpectDo has already expected: sqlmock matches expectations in the order
 // they were set, and ExpectDo must set them all before it returns, ahead of
 // the expectations of fn's statements.
