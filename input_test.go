@@ -227,6 +227,13 @@ func TestNewChecksDialectStatements(t *testing.T) {
 		{"a claim write without the key", func(st *idem.Statements) {
 			st.ClaimWrite = strings.Replace(st.ClaimWrite, "{key}", "''", 1)
 		}, false, idem.MySQL()},
+		// PostgreSQL's claim is read by a second statement when it lost.
+		{"a claim lost without the key", func(st *idem.Statements) {
+			st.ClaimLost = strings.ReplaceAll(st.ClaimLost, "{key}", "''")
+		}, false, idem.Postgres()},
+		{"a claim lost that cannot have a value of the claim", func(st *idem.Statements) {
+			st.ClaimLost += " AND {token} <> 0"
+		}, false, idem.Postgres()},
 	} {
 		d := c.dialect
 		if d == nil {
