@@ -14,11 +14,12 @@ import (
 // without a database, so that a benchmark measures what Do costs in Go: the
 // claim returns one row (claimed, or a finished record to replay), the
 // lookup the same record, and the completion, as the claim's own writes and
-// lock-wait statements where the dialect has them, affects one row.
-// Anything else fails.
+// lock-wait statements where the dialect has them, affects one row. Where
+// the dialect has a ClaimLost, a replay goes as on its database: the claim
+// returns no row, and ClaimLost the record. Anything else fails.
 type noopConnector struct {
-	claim, claimWrite, lookup idem.Query
-	execs                     map[string]bool // the statements that affect one row
+	claim, claimWrite, claimLost, lookup idem.Query
+	execs                                map[string]bool // the statements that affect one row
 	// replay makes the claim lose to a finished record of hash and resp.
 	replay bool
 	// record is the finished record a replay returns: request_hash,
@@ -30,7 +31,7 @@ type noopConnector struct {
 // the claim with a finished record of key, hash and resp instead.
 func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, resp idem.Response) *noopConnector {
 	qs := store.Queries()
-	c := &noopConnector{claim: qs["claim"], claimWrite: qs["claim_write"], lookup: qs["lookup"], execs: map[string]bool{}, replay: replay}
+	c := &noopConnector{claim: qs["claim"], claimWrite: qs["claim_write"], claimLost: qs["claim_lost"], lookup: qs["lookup"], execs: map[string]bool{}, replay: replay}
 	for _, name := range []string{"complete", "set_lock_wait", "claim_write", "reset_lock_wait"} {
 		if q, ok := qs[name]; ok {
 			c.execs[q.SQL] = true
@@ -72,6 +73,10 @@ func (cn *noopConn) QueryContext(_ context.Context, query string, args []driver.
 	switch query {
 	case cn.c.claim.SQL:
 		r := &noopRows{}
+		if cn.c.replay && cn.c.claimLost.SQL != "" {
+			r.done = true
+			return r, nil
+		}
 		if cn.c.replay {
 			r.row[0], r.row[1] = false, false
 			copy(r.row[2:], cn.c.record[:])
@@ -82,6 +87,11 @@ func (cn *noopConn) QueryContext(_ context.Context, query string, args []driver.
 		r.row[0], r.row[1] = true, false
 		r.fill(cn.c.claimWrite.Params, cn.written)
 		r.fill(cn.c.claim.Params, args)
+		return r, nil
+	case cn.c.claimLost.SQL:
+		r := &noopRows{}
+		r.row[0], r.row[1] = false, false
+		copy(r.row[2:], cn.c.record[:])
 		return r, nil
 	case cn.c.lookup.SQL:
 		r := &noopRows{record: true}
