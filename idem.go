@@ -114,7 +114,8 @@ type Store struct {
 	clock            func() time.Time
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
-	lookupFirst      bool
+	lookupFirst      lookupPolicy
+	retries          retryShare // the estimate of the default lookupPolicy
 	schema           []string
 	claim, takeover  statement
 	lookup, complete statement

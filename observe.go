@@ -23,8 +23,10 @@ type Event struct {
 	ClaimWait time.Duration
 	// Duration is the whole call, fn and commit included.
 	Duration time.Duration
-	// Attempts is the number of transactions DoTx ran: 0 when
-	// WithLookupFirst answered without one, 1 for Do.
+	// Attempts is the number of transactions DoTx ran, 1 for Do. It is 0
+	// when DoTx answered from the read of the key before any transaction
+	// (always tried with WithLookupFirst, and by default while retries are
+	// frequent; see Store.LooksUpFirst).
 	Attempts int
 }
 

@@ -39,8 +39,11 @@ const (
 // should the commit land after all, the next attempt finds that record and
 // answers Claimed too. If the lookup fails, it returns ErrCommitUnknown.
 //
-// With WithLookupFirst, DoTx first reads the key's record outside any
-// transaction, and answers a retry of a finished request from it.
+// DoTx may first read the key's record outside any transaction, and answer
+// a retry of a finished request from it: always with WithLookupFirst, never
+// with WithoutLookupFirst, and by default while such retries have lately
+// been frequent (see WithLookupFirst). The read changes no outcome, only
+// what it costs.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
@@ -52,8 +55,9 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 		return Result{}, err
 	}
 	start := s.startEvent()
-	if s.lookupFirst {
+	if s.readFirst() {
 		if res, ok, err := s.answerFinished(ctx, db, key, reqHash); ok {
+			s.noteOutcome(res, err)
 			s.endEvent(ctx, start, key, res, err, 0, 0)
 			return res, err
 		}
@@ -84,6 +88,7 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	if err != nil {
 		res = Result{}
 	}
+	s.noteOutcome(res, err)
 	s.endEvent(ctx, start, key, res, err, wait, attempts)
 	return res, err
 }

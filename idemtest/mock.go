@@ -39,6 +39,15 @@ import (
 // For DoTx on a store made WithLookupFirst, ExpectLookupFirst comes first,
 // before the BEGIN.
 //
+// Which statements DoTx sends depends on the store's lookup-first policy.
+// A store of the default policy sends none before the BEGIN for its first
+// 32 DoTx calls, and may read the key first from then on if most of them
+// were retries (see idem.WithLookupFirst). A test that runs more than 32
+// DoTx calls through one store, directly or through the idemhttp
+// middleware, fixes the policy: idem.WithoutLookupFirst for the
+// expectations of ExpectDo alone, idem.WithLookupFirst for
+// ExpectLookupFirst before each BEGIN.
+//
 // For a handler behind the idemhttp middleware, ExpectRequest takes the
 // place of ExpectDo: it expects the claim that the middleware makes for a
 // request, with the key and hash the middleware computes, and
@@ -150,6 +159,14 @@ var (
 // The records that the claim returns are stamped with time.Now() and expire
 // idem.DefaultRetention later: a Store WithClock whose clock runs that far
 // ahead of the real one sees them expired.
+//
+// For DoTx, ExpectDo (after the BEGIN) is all there is on a store made
+// idem.WithoutLookupFirst, and on a store of the default policy for its
+// first 32 DoTx calls. After those, a default store reads the key before
+// the BEGIN whenever retries of finished requests have been 40 % or more
+// of its recent calls, which these expectations do not foresee: a test that
+// runs more calls through one store makes it idem.WithoutLookupFirst, or
+// idem.WithLookupFirst with ExpectLookupFirst before each BEGIN.
 func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	e := &ExpectedDo{m: m, key: []byte(key), hash: reqHash}
 	vals := map[string]driver.Value{"key": e.key, "request_hash": reqHash}
@@ -219,7 +236,10 @@ func (m *Mock) ExpectCompleteAny(key string) {
 // failed scope, a body over the limit) is returned, and nothing is
 // expected: the middleware would claim no key for r. For a Store made
 // WithLookupFirst, expect its read before the BEGIN with ExpectLookupFirst
-// and the key and hash of mw.Identify(r).
+// and the key and hash of mw.Identify(r). A Store of the default policy may
+// read first after 32 requests, as ExpectDo says: a test that serves more
+// through one Store fixes the policy with idem.WithLookupFirst or
+// idem.WithoutLookupFirst.
 func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*ExpectedDo, error) {
 	key, hash, err := mw.Identify(r)
 	if err != nil {
@@ -246,6 +266,15 @@ func (m *Mock) ExpectAbandon(key string) {
 // and WillMismatch make it find a finished request instead, which answers
 // DoTx with no transaction after it. The records it returns are stamped as
 // those of ExpectDo.
+//
+// A store of the default policy sends this read too, but only after its
+// first 32 DoTx calls, and only while retries of finished requests are a
+// large share of them (see idem.WithLookupFirst), so whether a call sends
+// it depends on the calls before. Expect it on a store made
+// idem.WithLookupFirst, where every DoTx sends it; a test that runs more
+// than 32 DoTx calls through a default store should fix the policy with
+// idem.WithLookupFirst or idem.WithoutLookupFirst rather than predict the
+// switch. Store.LooksUpFirst tells what the next call will do.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
 	e.lookup = m.expectLookup(e.key, nil)
