@@ -195,7 +195,7 @@ func TestStatementsPerCall(t *testing.T) {
 			"claimed":  {"claim", "complete"},
 			"replay":   {"claim"},
 			"mismatch": {"claim"},
-			"expired":  {"claim", "complete"},
+			"expired":  {"claim", "takeover", "complete"},
 		},
 		// No RETURNING, and a lock wait bound set for the session only:
 		// the claim writes, then reads what it wrote, between a set and a
