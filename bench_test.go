@@ -308,11 +308,15 @@ const allocsAboveFloor = 17
 
 // TestDoAllocationsAboveFloor keeps a Claimed Do within allocsAboveFloor
 // allocations of BenchmarkDatabaseSQLFloorNoopDriver's call. Allocations
-// are counted, not timed, so a busy machine does not move them.
+// are counted, not timed, so a busy machine does not move them; the race
+// detector would, and the test runs without it.
 func TestDoAllocationsAboveFloor(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector makes sync.Pool drop items at random, so allocations vary: scripts/test runs this test again without it")
+	}
 	qs, tx := noopClaimTx(t)
 	call := floorCall(t, qs, tx)
-	floor := testing.AllocsPerRun(500, func() {
+	floor := allocsPerCall(501, func() {
 		if err := call(); err != nil {
 			t.Fatal(err)
 		}
@@ -331,15 +335,35 @@ func TestDoAllocationsAboveFloor(t *testing.T) {
 	}
 	defer dtx.Rollback()
 	fn := func(context.Context, *sql.Tx) (idem.Response, error) { return created, nil }
-	do := testing.AllocsPerRun(500, func() {
+	do := allocsPerCall(501, func() {
 		if res, err := store.Do(ctx, dtx, key, hashA, fn); err != nil || res.Outcome != idem.Claimed {
 			t.Fatalf("Do: %v, %v", res.Outcome, err)
 		}
 	})
-	t.Logf("Do %.0f allocations, database/sql's floor %.0f: %.0f above it", do, floor, do-floor)
-	if do-floor > allocsAboveFloor {
-		t.Errorf("a Claimed Do allocates %.0f times beyond database/sql's floor of %.0f, more than the %d of docs/performance.md", do-floor, floor, allocsAboveFloor)
+	t.Logf("Do %d allocations, database/sql's floor %d: %d above it", do, floor, do-floor)
+	if do > floor+allocsAboveFloor {
+		t.Errorf("a Claimed Do allocates %d times beyond database/sql's floor of %d, more than the %d of docs/performance.md", do-floor, floor, allocsAboveFloor)
 	}
+}
+
+// allocsPerCall returns the allocations of one call of f: the median of n
+// calls, each counted alone, with one P, as testing.AllocsPerRun counts
+// them. The runtime allocates now and then for itself (a goroutine for the
+// watcher of a query's context, when none is free to reuse), more often on
+// a busy machine, and the median leaves that out where a mean would not.
+func allocsPerCall(n int, f func()) uint64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f()
+	counts := make([]uint64, n)
+	var before, after runtime.MemStats
+	for i := range counts {
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		counts[i] = after.Mallocs - before.Mallocs
+	}
+	slices.Sort(counts)
+	return counts[n/2]
 }
 
 // noopClaimTx begins a transaction on the no-op driver, which answers every

@@ -211,7 +211,7 @@ func TestStatementsPerCall(t *testing.T) {
 			// The claim returns a row only when it wrote one.
 			"replay":   {"claim", "lookup"},
 			"mismatch": {"claim", "lookup"},
-			"expired":  {"claim", "complete"},
+			"expired":  {"claim", "lookup", "takeover", "complete"},
 		},
 	}
 	forEach(t, func(t *testing.T, tg target) {
