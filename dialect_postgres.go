@@ -67,12 +67,13 @@ func (postgres) Statements(table string, _ time.Duration) Statements {
 	return Statements{
 		// The claim is a plain INSERT behind a one-time filter, which
 		// the server plans as cheaply as the INSERT alone: a CTE that
-		// also read the record when it lost took nearly twice as long where
-		// the driver has every statement planned anew (lib/pq's
-		// default). When the lock is taken, no other claimer holds the
-		// key, so the insert cannot wait on one. The lock number mixes
-		// the table's OID into the key's, so that every spelling of one
-		// table ("keys", "public.keys") takes the same lock.
+		// also read the record when it lost took nearly twice as long
+		// where the driver has every statement planned anew (lib/pq's
+		// default; docs/performance.md). When the lock is taken, no
+		// other claimer holds the key, so the insert cannot wait on one.
+		// The lock number mixes the table's OID into the key's, so that
+		// every spelling of one table ("keys", "public.keys") takes the
+		// same lock.
 		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
 SELECT {key}::bytea, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint
 WHERE pg_try_advisory_xact_lock({lock})
