@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -162,25 +163,20 @@ func paths(c config) []path {
 			return b.lookupFirstDoTx(ctx, key, idem.Replay)
 		}))
 	}
-	if c.scenarios["http"] {
-		web := openOpts{http: true}
+	// The http and lease sides post the same orders, each through its
+	// own middleware.
+	web := func(name string, o openOpts, h func(*bench) http.Handler) {
+		order := func(b *bench, ctx context.Context, key string) error { return post(ctx, h(b), key, false) }
 		ps = append(ps,
-			keyed("http", web, func(b *bench, ctx context.Context, key string, _ int64) error {
-				return post(ctx, b.http, key, false)
-			}),
-			retried("http replay", web,
-				func(b *bench, ctx context.Context, key string) error { return post(ctx, b.http, key, false) },
-				func(b *bench, ctx context.Context, key string) error { return post(ctx, b.http, key, true) }))
+			keyed(name, o, func(b *bench, ctx context.Context, key string, _ int64) error { return order(b, ctx, key) }),
+			retried(name+" replay", o, order,
+				func(b *bench, ctx context.Context, key string) error { return post(ctx, h(b), key, true) }))
+	}
+	if c.scenarios["http"] {
+		web("http", openOpts{http: true}, func(b *bench) http.Handler { return b.http })
 	}
 	if c.scenarios["lease"] {
-		lease := openOpts{lease: true}
-		ps = append(ps,
-			keyed("lease", lease, func(b *bench, ctx context.Context, key string, _ int64) error {
-				return post(ctx, b.leaseHTTP, key, false)
-			}),
-			retried("lease replay", lease,
-				func(b *bench, ctx context.Context, key string) error { return post(ctx, b.leaseHTTP, key, false) },
-				func(b *bench, ctx context.Context, key string) error { return post(ctx, b.leaseHTTP, key, true) }))
+		web("lease", openOpts{lease: true}, func(b *bench) http.Handler { return b.leaseHTTP })
 	}
 	return ps
 }
