@@ -435,3 +435,12 @@ type TableInspector interface {
 	// and says how the database measured them.
 	TableSize(ctx context.Context, q Querier, table string) (size int64, how string, err error)
 }
+
+// takeoverTemplate is the Takeover of the built-in dialects that take over
+// an expired record in a statement of their own, with key, the key column
+// as the dialect quotes it, and {T} for the table.
+func takeoverTemplate(key string) string {
+	return `UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
+	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
+WHERE ` + key + ` = {key} AND expires_at <= {created_at}`
+}

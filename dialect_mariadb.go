@@ -54,10 +54,7 @@ INSERT INTO {T} ({K}, request_hash, token, created_at, expires_at)
 VALUES ({key}, {request_hash}, {token}, {created_at}, {expires_at})
 ON DUPLICATE KEY UPDATE token = token
 RETURNING token = {token}, 0, {record}`)
-	st.Takeover = r.Replace(`SET STATEMENT innodb_lock_wait_timeout = {wait} FOR
-UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
-WHERE {K} = {key} AND expires_at <= {created_at}`)
+	st.Takeover = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" + takeoverTemplate("`key`"))
 	st.ClaimWrite = ""
 	// A plain SELECT is a locking read in a SERIALIZABLE transaction,
 	// and would wait the session's whole innodb_lock_wait_timeout (50

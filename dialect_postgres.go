@@ -87,9 +87,7 @@ RETURNING true, false, {record}`),
 		ClaimLost: r.Replace(`SELECT false, NOT pg_try_advisory_xact_lock({lock}),
 	r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at, r.token
 FROM (VALUES (1)) AS one LEFT JOIN {T} AS r ON r.key = {key}::bytea`),
-		Takeover: r.Replace(`UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
-WHERE key = {key} AND expires_at <= {created_at}`),
+		Takeover: r.Replace(takeoverTemplate("key")),
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),

@@ -82,9 +82,7 @@ func (sqlite) Statements(table string, _ time.Duration) Statements {
 VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token})
 ON CONFLICT (key) DO NOTHING
 RETURNING 1, 0, {record}`),
-		Takeover: r.Replace(`UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
-WHERE key = {key} AND expires_at <= {created_at}`),
+		Takeover: r.Replace(takeoverTemplate("key")),
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),

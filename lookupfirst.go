@@ -64,9 +64,9 @@ type retryShare struct {
 }
 
 const (
-	retryShareMask  = 1<<32 - 1
-	retryShareCount = 32
-	retryShareOn    = 1 << 40
+	retryShareMask       = 1<<32 - 1
+	retryShareCountShift = 32
+	retryShareOn         = 1 << 40
 )
 
 // readsFirst reports whether DoTx reads first now.
@@ -94,7 +94,7 @@ func (r *retryShare) note(retry bool) {
 // nextRetryShare returns the word that follows old after one more call.
 func nextRetryShare(old uint64, retry bool) uint64 {
 	est := int64(old & retryShareMask)
-	count := old >> retryShareCount & 0xff
+	count := old >> retryShareCountShift & 0xff
 	on := old&retryShareOn != 0
 
 	sample := int64(0)
@@ -119,7 +119,7 @@ func nextRetryShare(old uint64, retry bool) uint64 {
 			on = false
 		}
 	}
-	w := uint64(est) | count<<retryShareCount
+	w := uint64(est) | count<<retryShareCountShift
 	if on {
 		w |= retryShareOn
 	}

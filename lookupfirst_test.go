@@ -29,7 +29,7 @@ func repeat(retry bool, n int) []bool {
 // share returns r's estimate as a fraction, and the count of calls it saw.
 func share(r *retryShare) (float64, uint64) {
 	w := r.word.Load()
-	return float64(w&retryShareMask) / retryShareOne, w >> retryShareCount & 0xff
+	return float64(w&retryShareMask) / retryShareOne, w >> retryShareCountShift & 0xff
 }
 
 // TestRetryShareWarmup shows that the estimate starts off, and stays off for

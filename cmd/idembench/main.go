@@ -44,6 +44,8 @@
 // and these scenarios measure on their own:
 //
 //   - settings: claimed and replay under every driver setting.
+//   - claimstmt: on PostgreSQL, the claim statement alone against the plain
+//     INSERT and the steps between them, with one client.
 //   - bigtable: claims into a table of 10,000 and of 5,000,000 live keys.
 //   - purge: Store.Purge of 1,000,000 expired keys while clients claim.
 //
@@ -94,7 +96,7 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-var allScenarios = []string{"claimed", "hand", "plain", "bare", "effect5", "replay", "lookupfirst", "http", "lease", "settings", "bigtable", "purge"}
+var allScenarios = []string{"claimed", "hand", "plain", "bare", "effect5", "replay", "lookupfirst", "http", "lease", "settings", "claimstmt", "bigtable", "purge"}
 
 type config struct {
 	duration  time.Duration
@@ -202,6 +204,14 @@ func run(ctx context.Context, c config) error {
 			}
 			if err := measureSettings(ctx, c, variants); err != nil {
 				return fmt.Errorf("%s settings: %w", k.name, err)
+			}
+		}
+		if c.scenarios["claimstmt"] && k.name == "postgres" {
+			for _, s := range k.pick(c.drivers) {
+				v, _ := k.database(dir, s, commitFast)
+				if err := measureClaimStatement(ctx, c, v); err != nil {
+					return fmt.Errorf("%s claim statement: %w", v.name, err)
+				}
 			}
 		}
 		if c.scenarios["bigtable"] && d.bigTable {
