@@ -159,7 +159,7 @@ func withSession(tg target, param string) target {
 
 // ledgerRows sizes SQLite's long write: an update of every row, long
 // enough that a client's hang-up often lands inside it.
-const ledgerRows = 2000
+const ledgerRows = 8000
 
 // contention is one configuration's run: its store and tables, what the
 // handlers' statements provoked, and what the clients were answered.
