@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // Polling for a busy key starts at pollMin and doubles up to pollMax.
@@ -22,41 +24,57 @@ const (
 )
 
 // claimKey runs the claim until it settles: Claimed (claimed is true), or
-// another outcome from the record it found.
-func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, v *values) (res Result, claimed bool, err error) {
+// another outcome from the record it found. first, when it is not nil, is
+// the answer of a claim already sent, with the BEGIN, which the first round
+// takes instead of sending the claim again.
+func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claimAnswer) (res Result, claimed bool, err error) {
 	err = s.withLockWait(ctx, tx, func() error {
-		res, claimed, err = s.settleClaim(ctx, tx, v)
+		res, claimed, err = s.settleClaim(ctx, tx, v, first)
 		return err
 	})
 	return res, claimed, err
+}
+
+// claimAnswer is what one round of the claim found: the record, and whether
+// it claimed the key or found it held.
+type claimAnswer struct {
+	rec           *record
+	claimed, busy bool
+	err           error
 }
 
 // withLockWait runs f between the dialect's SetLockWait and ResetLockWait,
 // where it has them. The reset is sent whatever f's outcome, and also when
 // ctx is done, so that the session never goes back to its pool with the
 // Store's lock timeout as its own.
-func (s *Store) withLockWait(ctx context.Context, tx *sql.Tx, f func() error) error {
+func (s *Store) withLockWait(ctx context.Context, tx txn.Tx, f func() error) error {
 	if s.setLockWait.query == "" {
 		return f()
 	}
-	if _, err := tx.ExecContext(ctx, s.setLockWait.query); err != nil {
+	if _, err := tx.Exec(ctx, s.setLockWait.query); err != nil {
 		return s.wrap("set the lock wait", err)
 	}
 	err := f()
-	if _, rerr := tx.ExecContext(context.WithoutCancel(ctx), s.resetLockWait.query); rerr != nil && err == nil {
+	if _, rerr := tx.Exec(context.WithoutCancel(ctx), s.resetLockWait.query); rerr != nil && err == nil {
 		err = s.wrap("reset the lock wait", rerr)
 	}
 	return err
 }
 
 // settleClaim runs the claim until it settles, as claimKey.
-func (s *Store) settleClaim(ctx context.Context, tx *sql.Tx, v *values) (Result, bool, error) {
+func (s *Store) settleClaim(ctx context.Context, tx txn.Tx, v *values, first *claimAnswer) (Result, bool, error) {
 	var (
 		deadline time.Time
 		poll     = pollMin
 	)
 	for unsettled := 0; unsettled < maxUnsettled; {
-		rec, claimed, busy, err := s.runClaim(ctx, tx, v)
+		var a claimAnswer
+		if first != nil {
+			a, first = *first, nil
+		} else {
+			a = s.runClaim(ctx, tx, v)
+		}
+		rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
 		switch {
 		case err != nil && s.d.Classify(err) == ErrorLockTimeout:
 			// The claim waited in vain. A finished record may be
@@ -71,7 +89,7 @@ func (s *Store) settleClaim(ctx context.Context, tx *sql.Tx, v *values) (Result,
 			// Lost to a record the statement did not return, a
 			// winner it could not see or an expired record it does
 			// not take over: look in a statement of its own.
-			rec, err = s.find(ctx, tx, v.key)
+			rec, err = s.findIn(ctx, tx, v.key)
 			if err != nil && s.d.Classify(err) == ErrorLockTimeout {
 				return Result{Outcome: InFlight}, false, nil
 			}
@@ -97,11 +115,11 @@ func (s *Store) settleClaim(ctx context.Context, tx *sql.Tx, v *values) (Result,
 			}
 			poll = min(2*poll, pollMax)
 		case rec != nil && s.takeover.query != "":
-			r, err := tx.ExecContext(ctx, s.takeover.query, s.takeover.args(v)...)
+			n, err := tx.Exec(ctx, s.takeover.query, s.takeover.args(v)...)
 			if err != nil {
 				return Result{}, false, s.wrap("take over expired key", err)
 			}
-			if n, err := r.RowsAffected(); err == nil && n == 1 {
+			if n == 1 {
 				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
 			}
 			unsettled++
@@ -115,35 +133,48 @@ func (s *Store) settleClaim(ctx context.Context, tx *sql.Tx, v *values) (Result,
 // runClaim runs the claim once: its write, where the dialect separates it,
 // then the statement that answers, and the dialect's ClaimLost when that
 // returned no row.
-func (s *Store) runClaim(ctx context.Context, tx *sql.Tx, v *values) (rec *record, claimed, busy bool, err error) {
+func (s *Store) runClaim(ctx context.Context, tx txn.Tx, v *values) claimAnswer {
 	if s.claimWrite.query != "" {
-		if _, err := tx.ExecContext(ctx, s.claimWrite.query, s.claimWrite.args(v)...); err != nil {
-			return nil, false, false, err
+		if _, err := tx.Exec(ctx, s.claimWrite.query, s.claimWrite.args(v)...); err != nil {
+			return claimAnswer{err: err}
 		}
 	}
-	rec, claimed, busy, err = s.scanClaim(tx.QueryRowContext(ctx, s.claim.query, s.claim.args(v)...))
-	if errors.Is(err, sql.ErrNoRows) && s.claimLost.query != "" {
-		rec, claimed, busy, err = s.scanClaim(tx.QueryRowContext(ctx, s.claimLost.query, s.claimLost.args(v)...))
+	return s.readClaim(func(dest ...any) error {
+		return tx.QueryRow(ctx, s.claim.query, s.claim.args(v), dest...)
+	}, func(dest ...any) error {
+		return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
+	})
+}
+
+// readClaim reads the answer of a claim from the row that claim scans, and
+// from the row of ClaimLost, which lost scans, when the claim returned none.
+func (s *Store) readClaim(claim, lost func(dest ...any) error) claimAnswer {
+	var a claimAnswer
+	a.rec, a.claimed, a.busy, a.err = s.scanClaim(claim)
+	if errors.Is(a.err, sql.ErrNoRows) && s.claimLost.query != "" {
+		a.rec, a.claimed, a.busy, a.err = s.scanClaim(lost)
 	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, false, nil
+	if errors.Is(a.err, sql.ErrNoRows) {
+		return claimAnswer{}
 	}
-	return rec, claimed, busy, err
+	return a
 }
 
 // scanClaim reads the row of a claim statement: claimed, busy and the
 // record, nil where its columns are NULL.
-func (s *Store) scanClaim(row *sql.Row) (rec *record, claimed, busy bool, err error) {
-	// One value holds every destination of Scan, so that they escape to
-	// the heap together.
+func (s *Store) scanClaim(scan func(dest ...any) error) (rec *record, claimed, busy bool, err error) {
+	// One value holds every destination of Scan, and the list of them,
+	// so that they escape to the heap together, in one allocation.
 	var dst struct {
 		rec                     record
 		claimed, busy           bool
 		status                  sql.NullInt64
 		created, expires, token sql.NullInt64
+		list                    [10]any
 	}
 	r := &dst.rec
-	err = row.Scan(&dst.claimed, &dst.busy, &r.requestHash, &dst.status, &r.header, &r.body, &r.checksum, &dst.created, &dst.expires, &dst.token)
+	dst.list = [...]any{&dst.claimed, &dst.busy, &r.requestHash, &dst.status, &r.header, &r.body, &r.checksum, &dst.created, &dst.expires, &dst.token}
+	err = scan(dst.list[:]...)
 	if err != nil {
 		return nil, false, false, err
 	}
@@ -157,13 +188,28 @@ func (s *Store) scanClaim(row *sql.Row) (rec *record, claimed, busy bool, err er
 
 // find runs the lookup statement; no record is a nil record.
 func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error) {
+	return s.scanRecord(q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan)
+}
+
+// findIn runs the lookup statement in tx.
+func (s *Store) findIn(ctx context.Context, tx txn.Tx, key []byte) (*record, error) {
+	return s.scanRecord(func(dest ...any) error {
+		return tx.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
+	})
+}
+
+// scanRecord reads the row of the lookup statement, which scan scans; no
+// row is a nil record.
+func (s *Store) scanRecord(scan func(dest ...any) error) (*record, error) {
+	// As in scanClaim, one allocation holds the destinations and their list.
 	var row struct {
 		rec           record
 		status, token sql.NullInt64
+		list          [8]any
 	}
 	r := &row.rec
-	err := q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan(
-		&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt, &row.token)
+	row.list = [...]any{&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt, &row.token}
+	err := scan(row.list[:]...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -176,8 +222,8 @@ func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error
 
 // findLive runs the lookup statement in tx, and returns the record of v's
 // key if it is live, or nil.
-func (s *Store) findLive(ctx context.Context, tx *sql.Tx, v *values) (*record, error) {
-	rec, err := s.find(ctx, tx, v.key)
+func (s *Store) findLive(ctx context.Context, tx txn.Tx, v *values) (*record, error) {
+	rec, err := s.findIn(ctx, tx, v.key)
 	if err != nil || rec == nil || !rec.live(v.createdAt) {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/internal/codec"
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // Limits on the inputs of Do.
@@ -295,11 +296,13 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	if tx == nil {
 		return Result{}, fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
 	}
-	if err := validateCall(key, reqHash, fn); err != nil {
+	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}
 	start := s.startEvent()
-	res, wait, err := s.do(ctx, tx, s.newValues(key, reqHash), fn)
+	res, wait, err := s.do(ctx, sqlTx{tx}, s.newValues(key, reqHash), func(ctx context.Context) (Response, error) {
+		return fn(ctx, tx)
+	})
 	s.endEvent(ctx, start, key, res, err, wait, 1)
 	return res, err
 }
@@ -330,32 +333,23 @@ func (s *Store) newValues(key string, reqHash []byte) *values {
 // victim or an interrupted statement, and tx then runs each statement on its
 // own, in autocommit, beside a duplicate request that may have claimed the
 // key in the meantime.
-func (s *Store) do(ctx context.Context, tx *sql.Tx, v *values, fn Func) (Result, time.Duration, error) {
+//
+// run is fn with the driver's own transaction, which tx carries.
+func (s *Store) do(ctx context.Context, tx txn.Tx, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
-	res, claimed, err := s.claimKey(ctx, tx, v)
+	res, claimed, err := s.claimKey(ctx, tx, v, nil)
 	wait := s.since(claimStart)
 	if err != nil || !claimed {
 		return res, wait, err
 	}
 
-	resp, err := fn(ctx, tx)
+	resp, err := s.runFn(ctx, v, run)
 	if err != nil {
-		var r *refusal
-		if errors.As(err, &r) {
-			err = fmt.Errorf("%w (wrap the Func in Refusable to store it)", err)
-		}
-		return Result{}, wait, s.abandonClaim(ctx, tx, v, s.wrap("", err))
-	}
-	if err := s.prepareResponse(v, resp); err != nil {
 		return Result{}, wait, s.abandonClaim(ctx, tx, v, err)
 	}
-	r, err := tx.ExecContext(ctx, s.complete.query, s.complete.args(v)...)
+	n, err := tx.Exec(ctx, s.complete.query, s.complete.args(v)...)
 	if err != nil {
 		return Result{}, wait, s.afterFn("complete", err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return Result{}, wait, fmt.Errorf("idem: complete: %w", err)
 	}
 	if n != 1 {
 		return Result{}, wait, errClaimGone("complete")
@@ -364,9 +358,27 @@ func (s *Store) do(ctx context.Context, tx *sql.Tx, v *values, fn Func) (Result,
 	return res, wait, nil
 }
 
-// validateCall checks the arguments that Do and DoTx share.
-func validateCall(key string, reqHash []byte, fn Func) error {
-	if fn == nil {
+// runFn runs the Func of a claimed key and prepares its response for
+// Complete. An error means that nothing may be stored.
+func (s *Store) runFn(ctx context.Context, v *values, run func(context.Context) (Response, error)) (Response, error) {
+	resp, err := run(ctx)
+	if err != nil {
+		var r *refusal
+		if errors.As(err, &r) {
+			err = fmt.Errorf("%w (wrap the Func in Refusable to store it)", err)
+		}
+		return Response{}, s.wrap("", err)
+	}
+	if err := s.prepareResponse(v, resp); err != nil {
+		return Response{}, err
+	}
+	return resp, nil
+}
+
+// validateCall checks the arguments that Do and DoTx share; noFn is true
+// when the Func is nil.
+func validateCall(key string, reqHash []byte, noFn bool) error {
+	if noFn {
 		return fmt.Errorf("%w: nil Func", ErrInvalidArgument)
 	}
 	if err := validateKey(key); err != nil {
@@ -419,18 +431,16 @@ func (s *Store) prepareResponse(v *values, resp Response) error {
 // survive: on PostgreSQL it is aborted, on MySQL already rolled back, so
 // nothing more is sent. Otherwise a failed delete means a transaction that is
 // already broken and cannot commit, and adds nothing to cause.
-func (s *Store) abandonClaim(ctx context.Context, tx *sql.Tx, v *values, cause error) error {
+func (s *Store) abandonClaim(ctx context.Context, tx txn.Tx, v *values, cause error) error {
 	if errors.Is(cause, ErrRetry) {
 		return cause
 	}
-	r, err := tx.ExecContext(context.WithoutCancel(ctx), s.abandon.query, s.abandon.args(v)...)
+	n, err := tx.Exec(context.WithoutCancel(ctx), s.abandon.query, s.abandon.args(v)...)
 	if errors.Is(err, sql.ErrTxDone) {
 		return fmt.Errorf("%w; and %w", cause, txEnded("abandon"))
 	}
-	if err == nil {
-		if n, err := r.RowsAffected(); err == nil && n == 0 {
-			return fmt.Errorf("%w; and the transaction had already ended: its claim of the key was gone", cause)
-		}
+	if err == nil && n == 0 {
+		return fmt.Errorf("%w; and the transaction had already ended: its claim of the key was gone", cause)
 	}
 	return cause
 }

@@ -24,11 +24,16 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 	if isNilQuerier(q) {
 		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
 	}
+	return s.lookupWith(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, q, k) }, key)
+}
+
+// lookupWith is Lookup, reading the record with find.
+func (s *Store) lookupWith(ctx context.Context, find func(context.Context, []byte) (*record, error), key string) (Result, error) {
 	if err := validateKey(key); err != nil {
 		return Result{}, err
 	}
 	k := []byte(key)
-	rec, err := s.find(ctx, q, k)
+	rec, err := find(ctx, k)
 	if err != nil {
 		return Result{}, fmt.Errorf("idem: lookup: %w", err)
 	}

@@ -33,8 +33,20 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 	if db == nil {
 		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
+	return s.migrate(ctx, func(ctx context.Context, q string) error {
+		_, err := db.ExecContext(ctx, q)
+		return err
+	}, func(ctx context.Context, q string) (n int, err error) {
+		err = db.QueryRowContext(ctx, q).Scan(&n)
+		return n, err
+	})
+}
+
+// migrate is Migrate, running statements with exec and the checks of the
+// upgrades, which return one number, with count.
+func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) error, count func(context.Context, string) (int, error)) error {
 	for _, q := range s.schema {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if err := exec(ctx, q); err != nil {
 			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
 		}
 	}
@@ -43,14 +55,14 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 		return nil
 	}
 	for _, c := range u.upgrades(s.table) {
-		var n int
-		if err := db.QueryRowContext(ctx, c.check).Scan(&n); err != nil {
+		n, err := count(ctx, c.check)
+		if err != nil {
 			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
 		}
 		if n > 0 {
 			continue
 		}
-		if _, err := db.ExecContext(ctx, c.apply); err != nil {
+		if err := exec(ctx, c.apply); err != nil {
 			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
 		}
 	}

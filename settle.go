@@ -70,8 +70,9 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 		rec           *record
 		claimed, busy bool
 	)
-	err = s.withLockWait(ctx, tx, func() (err error) {
-		rec, claimed, busy, err = s.runClaim(ctx, tx, v)
+	err = s.withLockWait(ctx, sqlTx{tx}, func() (err error) {
+		a := s.runClaim(ctx, sqlTx{tx}, v)
+		rec, claimed, busy, err = a.rec, a.claimed, a.busy, a.err
 		if err == nil && !claimed && rec == nil && !busy {
 			rec, err = s.find(ctx, tx, v.key)
 		}

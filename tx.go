@@ -51,12 +51,28 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	if db == nil {
 		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
-	if err := validateCall(key, reqHash, fn); err != nil {
+	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}
+	return s.runTx(ctx, key, reqHash,
+		func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, db, k) },
+		func(late *[]int64) (Result, time.Duration, error) {
+			return s.attemptTx(ctx, db, opts, key, reqHash, fn, late)
+		})
+}
+
+// runTx is DoTx after its arguments were checked, for any driver: find
+// reads the record of a key outside any transaction, and attempt runs one
+// transaction. It reads first where the policy says so, runs attempt again
+// while it answers ErrRetry, and reports the call to the observers and to
+// the lookup-first policy.
+func (s *Store) runTx(ctx context.Context, key string, reqHash []byte,
+	find func(context.Context, []byte) (*record, error),
+	attempt func(late *[]int64) (Result, time.Duration, error),
+) (Result, error) {
 	start := s.startEvent()
 	if s.readFirst() {
-		if res, ok, err := s.answerFinished(ctx, db, key, reqHash); ok {
+		if res, ok, err := s.answerFinished(ctx, find, key, reqHash); ok {
 			s.noteOutcome(res, err)
 			s.endEvent(ctx, start, key, res, err, 0, 0)
 			return res, err
@@ -79,7 +95,7 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 		}
 		attempts++
 		var w time.Duration
-		res, w, err = s.attemptTx(ctx, db, opts, key, reqHash, fn, &late)
+		res, w, err = attempt(&late)
 		wait += w
 		if !errors.Is(err, ErrRetry) {
 			break
@@ -97,9 +113,9 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 // read outside any transaction, when that record is live and finished; ok is
 // false when a transaction has to decide. A failed read is not an answer
 // either: the transaction meets the same trouble and reports it.
-func (s *Store) answerFinished(ctx context.Context, db *sql.DB, key string, reqHash []byte) (res Result, ok bool, err error) {
+func (s *Store) answerFinished(ctx context.Context, find func(context.Context, []byte) (*record, error), key string, reqHash []byte) (res Result, ok bool, err error) {
 	k := []byte(key)
-	rec, err := s.find(ctx, db, k)
+	rec, err := find(ctx, k)
 	if err != nil || rec == nil || !rec.finished || !rec.live(s.clock().UnixMicro()) {
 		return Result{}, false, nil
 	}
@@ -126,36 +142,55 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 		}
 	}()
 	v := s.newValues(key, reqHash)
-	res, wait, err := s.do(ctx, tx, v, fn)
-	if err == nil && res.Outcome == Replay && slices.Contains(*late, res.token) {
-		res.Outcome = Claimed
+	res, wait, err := s.do(ctx, sqlTx{tx}, v, func(ctx context.Context) (Response, error) {
+		return fn(ctx, tx)
+	})
+	if res, ok := lateClaim(res, err, *late); ok {
 		return res, wait, nil
 	}
 	if err != nil || res.Outcome != Claimed {
 		return res, wait, err
 	}
 	committed = true // from here on, whatever Commit says, there is nothing to roll back
-	cerr := tx.Commit()
-	switch {
-	case cerr == nil:
-		return res, wait, nil
-	case s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone):
-		return Result{}, wait, s.wrap("commit", cerr)
-	}
-	res, err = s.resolveCommit(ctx, db, v, res, cerr)
-	if errors.Is(err, ErrRetry) {
-		*late = append(*late, v.token)
+	if cerr := tx.Commit(); cerr != nil {
+		res, err = s.commitFailed(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, db, k) }, v, res, cerr, late)
 	}
 	return res, wait, err
 }
 
+// commitFailed answers a Claimed attempt whose commit failed with cerr. A
+// conflict, or a transaction that had ended, means nothing was committed;
+// any other failure leaves the outcome open, and resolveCommit settles it
+// with find. An attempt whose commit may yet land adds its token to late.
+func (s *Store) commitFailed(ctx context.Context, find func(context.Context, []byte) (*record, error), v *values, res Result, cerr error, late *[]int64) (Result, error) {
+	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
+		return Result{}, s.wrap("commit", cerr)
+	}
+	res, err := s.resolveCommit(ctx, find, v, res, cerr)
+	if errors.Is(err, ErrRetry) {
+		*late = append(*late, v.token)
+	}
+	return res, err
+}
+
+// lateClaim answers Claimed for a Replay of a record that an earlier
+// attempt of the same call wrote, whose commit landed after it was given up
+// (see attemptTx).
+func lateClaim(res Result, err error, late []int64) (Result, bool) {
+	if err == nil && res.Outcome == Replay && slices.Contains(late, res.token) {
+		res.Outcome = Claimed
+		return res, true
+	}
+	return res, false
+}
+
 // resolveCommit settles a commit whose reply was lost by looking the key up
-// on a fresh connection: a record with the token of this attempt's claim
-// (v.token) can only be there if the commit went through.
-func (s *Store) resolveCommit(ctx context.Context, db *sql.DB, v *values, res Result, commitErr error) (Result, error) {
+// with find, on a fresh connection: a record with the token of this
+// attempt's claim (v.token) can only be there if the commit went through.
+func (s *Store) resolveCommit(ctx context.Context, find func(context.Context, []byte) (*record, error), v *values, res Result, commitErr error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	rec, err := s.find(ctx, db, v.key)
+	rec, err := find(ctx, v.key)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, commitErr, err)
 	}

@@ -1,0 +1,149 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgo/idem/internal/txn"
+)
+
+func init() { txn.Engine = engine{} }
+
+// engine is what package idempgx calls, through txn.Engine, to run a Store
+// on a driver other than database/sql: the same claim, completion, retries,
+// observers and lookup-first policy as Do and DoTx, and the same checks of
+// the arguments. Its methods are exported for idempgx alone; they are not
+// part of this package's API.
+type engine struct{}
+
+// Do is Store.Do on tx, which carries the driver's transaction; run is the
+// Func with that transaction.
+func (engine) Do(ctx context.Context, s *Store, tx txn.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	if err := validateCall(key, reqHash, run == nil); err != nil {
+		return Result{}, err
+	}
+	start := s.startEvent()
+	res, wait, err := s.do(ctx, tx, s.newValues(key, reqHash), run)
+	s.endEvent(ctx, start, key, res, err, wait, 1)
+	return res, err
+}
+
+// DoTx is Store.DoTx on db; fn is the Func with the transaction the Store
+// began.
+func (engine) DoTx(ctx context.Context, s *Store, db txn.DB, key string, reqHash []byte, fn func(context.Context, txn.Owned) (Response, error)) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	if err := validateCall(key, reqHash, fn == nil); err != nil {
+		return Result{}, err
+	}
+	find := func(ctx context.Context, k []byte) (*record, error) { return s.findOn(ctx, db, k) }
+	return s.runTx(ctx, key, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
+		return s.attemptOwned(ctx, db, find, s.newValues(key, reqHash), fn, late)
+	})
+}
+
+// Lookup is Store.Lookup on db.
+func (engine) Lookup(ctx context.Context, s *Store, db txn.DB, key string) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	return s.lookupWith(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.findOn(ctx, db, k) }, key)
+}
+
+// Migrate is Store.Migrate on db.
+func (engine) Migrate(ctx context.Context, s *Store, db txn.DB) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.migrate(ctx, db.Exec, func(ctx context.Context, q string) (n int, err error) {
+		err = db.QueryRow(ctx, q, nil, &n)
+		return n, err
+	})
+}
+
+// Refused returns the response of a Func's error made by Refuse.
+func (engine) Refused(err error) (Response, bool) {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.resp, true
+	}
+	return Response{}, false
+}
+
+// findOn runs the lookup statement on db, outside any transaction.
+func (s *Store) findOn(ctx context.Context, db txn.DB, key []byte) (*record, error) {
+	return s.scanRecord(func(dest ...any) error {
+		return db.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
+	})
+}
+
+// attemptOwned is one attempt of DoTx in a transaction that it begins on db.
+// Where the claim is one statement, it goes with the BEGIN, ClaimLost after
+// it, so that the answer of a key that has a record takes one round trip; the
+// completion goes with the COMMIT. A new key then costs BEGIN with the
+// claim, fn's statements, and the completion with COMMIT; a replay costs
+// BEGIN with the claim and a ROLLBACK.
+func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find func(context.Context, []byte) (*record, error), v *values, fn func(context.Context, txn.Owned) (Response, error), late *[]int64) (Result, time.Duration, error) {
+	claimStart := s.startEvent()
+	var first []txn.Query
+	if s.claimWrite.query == "" && s.setLockWait.query == "" {
+		first = append(first, txn.Query{SQL: s.claim.query, Args: s.claim.args(v)})
+		if s.claimLost.query != "" {
+			first = append(first, txn.Query{SQL: s.claimLost.query, Args: s.claimLost.args(v)})
+		}
+	}
+	tx, rows, err := db.Begin(ctx, first...)
+	if err != nil {
+		return Result{}, 0, s.wrap("begin", err)
+	}
+	ended := false
+	defer func() {
+		if !ended {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var answer *claimAnswer
+	if len(rows) > 0 {
+		a := s.readClaim(rows[0].Scan, func(dest ...any) error {
+			if len(rows) < 2 {
+				return fmt.Errorf("idem: the driver answered %d of the claim's 2 statements", len(rows))
+			}
+			return rows[1].Scan(dest...)
+		})
+		answer = &a
+	}
+	res, claimed, err := s.claimKey(ctx, tx, v, answer)
+	wait := s.since(claimStart)
+	if res, ok := lateClaim(res, err, *late); ok {
+		return res, wait, nil
+	}
+	if err != nil || !claimed {
+		return res, wait, err
+	}
+
+	resp, err := s.runFn(ctx, v, func(ctx context.Context) (Response, error) { return fn(ctx, tx) })
+	if err != nil {
+		return Result{}, wait, err // the rollback undoes the claim
+	}
+	ended = true // CommitAfter ends the transaction, whatever it answers
+	err = tx.CommitAfter(ctx, txn.Query{SQL: s.complete.query, Args: s.complete.args(v)})
+	var cerr *txn.CommitError
+	switch {
+	case err == nil:
+		res.Response = resp
+		return res, wait, nil
+	case errors.Is(err, txn.ErrNoRow):
+		return Result{}, wait, errClaimGone("complete")
+	case errors.As(err, &cerr):
+		res.Response = resp
+		res, err = s.commitFailed(ctx, find, v, res, cerr.Err, late)
+		return res, wait, err
+	}
+	return Result{}, wait, s.afterFn("complete", err)
+}
