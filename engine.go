@@ -93,9 +93,15 @@ func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find func(context.C
 	claimStart := s.startEvent()
 	var first []txn.Query
 	if s.claimWrite.query == "" && s.setLockWait.query == "" {
-		first = append(first, txn.Query{SQL: s.claim.query, Args: s.claim.args(v)})
+		var lost []any
 		if s.claimLost.query != "" {
-			first = append(first, txn.Query{SQL: s.claimLost.query, Args: s.claimLost.args(v)})
+			// args fills a buffer of v's, which the claim's arguments
+			// take below.
+			lost = append(lost, s.claimLost.args(v)...)
+		}
+		first = append(first, txn.Query{SQL: s.claim.query, Args: s.claim.args(v)})
+		if lost != nil {
+			first = append(first, txn.Query{SQL: s.claimLost.query, Args: lost})
 		}
 	}
 	tx, rows, err := db.Begin(ctx, first...)

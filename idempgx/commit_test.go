@@ -1,0 +1,71 @@
+package idempgx_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idempgx"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestCompletionWithoutRowCommitsNothing removes the claim's record under
+// DoTx: the Func deletes it, then writes its effect. The completion, sent
+// with COMMIT, then changes no row, and the transaction must commit
+// nothing: no effect, no record. DoTx runs the transaction again, as it
+// does for a claim that is gone, until its attempts run out.
+func TestCompletionWithoutRowCommitsNothing(t *testing.T) {
+	e := setup(t, 2, idem.WithoutLookupFirst())
+	ctx := context.Background()
+	runs := 0
+	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,
+		func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+			runs++
+			if _, err := tx.Exec(ctx, "DELETE FROM "+e.Table); err != nil {
+				return idem.Response{}, err
+			}
+			return e.effect("k", created)(ctx, tx)
+		})
+	if !errors.Is(err, idem.ErrRetry) {
+		t.Fatalf("DoTx = %v, %v; want an error that matches idem.ErrRetry", res.Outcome, err)
+	}
+	t.Logf("after %d runs: %v", runs, err)
+	if n := e.EffectCount(t, "k"); n != 0 {
+		t.Errorf("%d effects committed, want none", n)
+	}
+	if _, err := idempgx.Lookup(ctx, e.Store, e.pool, "k"); !errors.Is(err, idem.ErrNotFound) {
+		t.Errorf("Lookup = %v, want idem.ErrNotFound", err)
+	}
+	// The connections went back to the pool in a usable state.
+	res, err = idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA, e.effect("k", created))
+	if err != nil || res.Outcome != idem.Claimed {
+		t.Fatalf("DoTx afterwards = %v, %v; want Claimed", res.Outcome, err)
+	}
+}
+
+// TestFuncThatEndsTx commits or rolls back the transaction DoTx began, from
+// the Func, which it must not do: DoTx answers idem.ErrTxEnded.
+func TestFuncThatEndsTx(t *testing.T) {
+	e := setup(t, 2, idem.WithoutLookupFirst())
+	ctx := context.Background()
+	for _, end := range []struct {
+		name string
+		f    func(pgx.Tx, context.Context) error
+	}{
+		{"commit", pgx.Tx.Commit},
+		{"rollback", pgx.Tx.Rollback},
+	} {
+		key := end.name
+		_, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, key, hashA,
+			func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+				if _, err := e.effect(key, created)(ctx, tx); err != nil {
+					return idem.Response{}, err
+				}
+				return created, end.f(tx, ctx)
+			})
+		if !errors.Is(err, idem.ErrTxEnded) {
+			t.Errorf("%s: DoTx = %v, want an error that matches idem.ErrTxEnded", end.name, err)
+		}
+	}
+}
