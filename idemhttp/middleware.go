@@ -48,7 +48,28 @@ func Tx(ctx context.Context) *sql.Tx {
 type Middleware struct {
 	store *idem.Store
 	db    *sql.DB
+	run   Runner // nil: DoTx on db
 	cfg   config
+}
+
+// Runner runs serve at most once for key, in a transaction of its own, as
+// idem.Store.DoTx runs a Func: for a driver that database/sql does not
+// reach. serve gets a context that carries the transaction, for the
+// handler to find it there (as Tx finds a *sql.Tx); it returns the response
+// to store, or an error, on which nothing may be committed. Package idempgx
+// makes one for pgx.
+type Runner func(ctx context.Context, key string, reqHash []byte, serve func(ctx context.Context) (idem.Response, error)) (idem.Result, error)
+
+// NewWithRunner is New for a database that run reaches: the protected
+// requests run through run instead of store.DoTx on a *sql.DB. The options
+// are New's, but WithTxOptions, which is database/sql's, is left to run.
+func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, error) {
+	m, err := newMiddleware(store, run == nil, "nil runner", opts)
+	if err != nil {
+		return nil, err
+	}
+	m.run = run
+	return m, nil
 }
 
 // New returns a Middleware that makes the requests it protects idempotent
@@ -65,7 +86,18 @@ type Middleware struct {
 // here, at start-up, is the point: a configuration mistake must stop the
 // deploy, not fail every request.
 func New(store *idem.Store, db *sql.DB, opts ...Option) (*Middleware, error) {
-	m := &Middleware{store: store, db: db, cfg: defaultConfig()}
+	m, err := newMiddleware(store, db == nil, "nil database", opts)
+	if err != nil {
+		return nil, err
+	}
+	m.db = db
+	return m, nil
+}
+
+// newMiddleware checks what New and NewWithRunner share: noDB is true when
+// the database or the runner is missing, which noDBError says.
+func newMiddleware(store *idem.Store, noDB bool, noDBError string, opts []Option) (*Middleware, error) {
+	m := &Middleware{store: store, cfg: defaultConfig()}
 	var errs []error
 	switch {
 	case store == nil:
@@ -73,8 +105,8 @@ func New(store *idem.Store, db *sql.DB, opts ...Option) (*Middleware, error) {
 	case store.Dialect() == nil:
 		errs = append(errs, errors.New("idemhttp: the store was not made by idem.New"))
 	}
-	if db == nil {
-		errs = append(errs, errors.New("idemhttp: nil database"))
+	if noDB {
+		errs = append(errs, errors.New("idemhttp: "+noDBError))
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -313,27 +345,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var c *capture // the attempt that ran last
-	res, err := m.store.DoTx(r.Context(), m.db, cfg.txOptions, id.key, id.hash,
-		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			// A response is held in memory up to the size the Store stores.
-			c = newCapture(m.store.MaxResponseBytes(), cfg.storedSize)
-			req := r.WithContext(WithTx(ctx, tx))
-			req.Body = io.NopCloser(bytes.NewReader(id.body))
-			req.ContentLength = int64(len(id.body))
-			h.next.ServeHTTP(c, req)
-			if c.err != nil {
-				// Too large, whatever the status: the response was not
-				// kept whole, so there is nothing to send but a problem,
-				// and a stored status must not commit an effect whose
-				// retry could not be answered.
-				return idem.Response{}, c.err
-			}
-			status, header, b := c.response()
-			if !cfg.storable(status) {
-				return idem.Response{}, &unstored{status}
-			}
-			return idem.Response{Status: status, Header: cfg.storedHeader(header), Body: b}, nil
-		})
+	// serve runs one attempt of the handler, with a context that carries
+	// the attempt's transaction.
+	serve := func(ctx context.Context) (idem.Response, error) {
+		// A response is held in memory up to the size the Store stores.
+		c = newCapture(m.store.MaxResponseBytes(), cfg.storedSize)
+		req := r.WithContext(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(id.body))
+		req.ContentLength = int64(len(id.body))
+		h.next.ServeHTTP(c, req)
+		if c.err != nil {
+			// Too large, whatever the status: the response was not
+			// kept whole, so there is nothing to send but a problem,
+			// and a stored status must not commit an effect whose
+			// retry could not be answered.
+			return idem.Response{}, c.err
+		}
+		status, header, b := c.response()
+		if !cfg.storable(status) {
+			return idem.Response{}, &unstored{status}
+		}
+		return idem.Response{Status: status, Header: cfg.storedHeader(header), Body: b}, nil
+	}
+	var res idem.Result
+	if m.run != nil {
+		res, err = m.run(r.Context(), id.key, id.hash, serve)
+	} else {
+		res, err = m.store.DoTx(r.Context(), m.db, cfg.txOptions, id.key, id.hash,
+			func(ctx context.Context, tx *sql.Tx) (idem.Response, error) { return serve(WithTx(ctx, tx)) })
+	}
 	var us *unstored
 	switch {
 	case errors.As(err, &us), err == nil && res.Outcome == idem.Claimed:

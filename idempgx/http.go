@@ -1,0 +1,46 @@
+package idempgx
+
+import (
+	"context"
+	"errors"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// NewMiddleware returns idemhttp's middleware for a pgx pool: the requests
+// it protects run through DoTx on db, in transactions begun with txOpts,
+// and their handlers find their transaction with Tx. The options are
+// idemhttp's (idemhttp.WithTxOptions, which is database/sql's, aside); see
+// idemhttp.New for what they must choose.
+func NewMiddleware(store *idem.Store, db *pgxpool.Pool, txOpts pgx.TxOptions, opts ...idemhttp.Option) (*idemhttp.Middleware, error) {
+	if db == nil {
+		return nil, errors.New("idempgx: nil pool")
+	}
+	return idemhttp.NewWithRunner(store, func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+		return DoTx(ctx, store, db, txOpts, key, reqHash, func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+			return serve(WithTx(ctx, tx))
+		})
+	}, opts...)
+}
+
+// txKey is the context key of a handler's transaction.
+type txKey struct{}
+
+// WithTx returns a copy of ctx that carries tx, for Tx to return. The
+// middleware of NewMiddleware hands each attempt's transaction to the
+// handler this way; a unit test of a handler can do the same.
+func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+// Tx returns the transaction in which the handler of a protected request
+// writes its effect, so that it commits with the record of the key or not
+// at all; the middleware ends it, the handler must not. Tx returns nil for
+// a request the middleware does not protect.
+func Tx(ctx context.Context) pgx.Tx {
+	tx, _ := ctx.Value(txKey{}).(pgx.Tx)
+	return tx
+}
