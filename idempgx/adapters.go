@@ -75,7 +75,7 @@ func (d poolDB) Begin(ctx context.Context, first ...txn.Query) (txn.Owned, []txn
 		c.Release() // the pool closes a connection left in a transaction
 		return nil, nil, err
 	}
-	o := &ownedTx{tx: results.Tx(), pending: results, conn: c}
+	o := &ownedTx{tx: results.Tx(), pending: results, conn: c, commitSQL: d.opts.CommitQuery}
 	rows := make([]txn.Row, len(first))
 	for i := range rows {
 		rows[i] = batchRow{o}
@@ -100,8 +100,10 @@ func (r batchRow) Scan(dest ...any) error {
 type ownedTx struct {
 	tx pgx.Tx
 	// pending holds the answers of the BEGIN's batch until they are read.
-	pending pgx.BatchResults
-	conn    *pgxpool.Conn
+	pending   pgx.BatchResults
+	conn      *pgxpool.Conn
+	commitSQL string // pgx.TxOptions.CommitQuery, or "" for COMMIT
+	ended     bool   // the connection went back to the pool
 }
 
 // ready reads what is left of the BEGIN's batch, which pgx requires before
@@ -119,6 +121,7 @@ func (o *ownedTx) ready() error {
 // connection that is not idle.
 func (o *ownedTx) release() {
 	_ = o.ready()
+	o.ended = true
 	if o.conn != nil {
 		o.conn.Release()
 		o.conn = nil
@@ -153,7 +156,11 @@ func (o *ownedTx) CommitAfter(ctx context.Context, q txn.Query) error {
 	}
 	b := &pgx.Batch{}
 	b.Queue("WITH done AS ("+q.SQL+" RETURNING 1) SELECT 1 / count(*) FROM done", q.Args...)
-	b.Queue("COMMIT")
+	commit := o.commitSQL
+	if commit == "" {
+		commit = "COMMIT"
+	}
+	b.Queue(commit)
 	results := o.tx.SendBatch(ctx, b)
 	var one int
 	if err := results.QueryRow().Scan(&one); err != nil {

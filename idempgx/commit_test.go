@@ -69,3 +69,33 @@ func TestFuncThatEndsTx(t *testing.T) {
 		}
 	}
 }
+
+// TestTxRefusedAfterDoTx keeps the Func's transaction past DoTx, whose
+// COMMIT pgx's transaction does not see: its statements must fail with
+// pgx.ErrTxClosed rather than run on a connection back in the pool.
+func TestTxRefusedAfterDoTx(t *testing.T) {
+	e := setup(t, 1, idem.WithoutLookupFirst())
+	ctx := context.Background()
+	var kept pgx.Tx
+	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,
+		func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+			kept = tx
+			return e.effect("k", created)(ctx, tx)
+		})
+	if err != nil || res.Outcome != idem.Claimed {
+		t.Fatalf("DoTx = %v, %v; want Claimed", res.Outcome, err)
+	}
+	if _, err := kept.Exec(ctx, e.Effects.InsertSQL(), "late", "late"); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Errorf("Exec after DoTx = %v, want pgx.ErrTxClosed", err)
+	}
+	var n int
+	if err := kept.QueryRow(ctx, "SELECT 1").Scan(&n); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Errorf("QueryRow after DoTx = %v, want pgx.ErrTxClosed", err)
+	}
+	if err := kept.Commit(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Errorf("Commit after DoTx = %v, want pgx.ErrTxClosed", err)
+	}
+	if n := e.EffectCount(t, "late"); n != 0 {
+		t.Errorf("%d late effects, want none", n)
+	}
+}

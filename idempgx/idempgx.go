@@ -62,7 +62,7 @@ func DoTx(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptio
 			if err := o.ready(); err != nil {
 				return idem.Response{}, err
 			}
-			return fn(ctx, o.tx)
+			return fn(ctx, funcTx{Tx: o.tx, o: o})
 		}
 	}
 	return e.DoTx(ctx, s, poolDB{pool: db, opts: opts}, key, reqHash, run)
