@@ -1,0 +1,80 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+)
+
+// TestNewWithRunner serves through a Runner that stands for another
+// driver's DoTx: it gets the key and hash that Identify computes, its
+// serve runs the handler with the context it is given, and the middleware
+// answers from the Runner's Result as it does from DoTx's.
+func TestNewWithRunner(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idemhttp.NewWithRunner(store, nil, idemhttp.WithSingleClient()); err == nil || !strings.Contains(err.Error(), "nil runner") {
+		t.Errorf("NewWithRunner(nil runner) = %v, want an error naming the nil runner", err)
+	}
+
+	type txOfRunner struct{}
+	var (
+		outcome   idem.Outcome
+		gotKey    string
+		gotHash   []byte
+		handlerTx any
+	)
+	run := func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+		gotKey, gotHash = key, reqHash
+		if outcome != idem.Claimed {
+			return idem.Result{Outcome: outcome, Response: idem.Response{Status: 201, Body: []byte("stored")}}, nil
+		}
+		resp, err := serve(context.WithValue(ctx, txOfRunner{}, "the runner's transaction"))
+		return idem.Result{Outcome: idem.Claimed, Response: resp}, err
+	}
+	m, err := idemhttp.NewWithRunner(store, run, idemhttp.WithSingleClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlerTx = r.Context().Value(txOfRunner{})
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("fresh"))
+	}))
+	request := func() *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
+		r.Header.Set("Idempotency-Key", "k1")
+		return r
+	}
+	for _, c := range []struct {
+		outcome    idem.Outcome
+		wantStatus int
+		wantBody   string
+	}{
+		{idem.Claimed, 201, "fresh"},
+		{idem.Replay, 201, "stored"},
+		{idem.InFlight, 409, ""},
+	} {
+		outcome, handlerTx = c.outcome, nil
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request())
+		if w.Code != c.wantStatus || (c.wantBody != "" && w.Body.String() != c.wantBody) {
+			t.Errorf("%v: %d %q, want %d %q", c.outcome, w.Code, w.Body.String(), c.wantStatus, c.wantBody)
+		}
+		key, hash, err := m.Identify(request())
+		if err != nil || gotKey != key || !bytes.Equal(gotHash, hash) {
+			t.Errorf("%v: the runner got %q %x, Identify says %q %x (%v)", c.outcome, gotKey, gotHash, key, hash, err)
+		}
+		if c.outcome == idem.Claimed && handlerTx != "the runner's transaction" {
+			t.Errorf("the handler's context carried %v, not the runner's transaction", handlerTx)
+		}
+	}
+}
