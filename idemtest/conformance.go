@@ -40,7 +40,30 @@ import (
 // for a held key is held to that; and one whose database settles a race at
 // commit (ConflictAtCommit) skips the properties of a claim that meets a
 // held key, for one that races two claims to the commit.
+//
+// The Store runs on database/sql here (SQLDriver); TestDriver runs the same
+// properties through another driver.
 func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) {
+	t.Helper()
+	TestDriver(t, d, open, func(_ *testing.T, db *sql.DB) Driver { return SQLDriver(db) })
+}
+
+// TestDriver is TestDialect with the Store's calls sent through the Driver
+// that driver makes for each property's database: Do and DoTx, the
+// statements of their Funcs, and the transactions that the properties hold.
+// The *sql.DB of open still sets up and inspects: it creates and drops the
+// tables, reads the raw records, counts the effects, and runs Lookup and
+// Purge, which have no part in a driver's path. A Store that runs on another
+// driver (idempgx, on pgx's own interface) is thus held to the same
+// contract, on the same tables, as on database/sql.
+//
+// driver is called once per property, after open. What it opens it closes
+// with t.Cleanup: cleanups run last first, so that happens after the
+// transactions the property left open were rolled back and its tables
+// dropped. The Torture property runs 32 goroutines at once, on up to 36
+// connections through database/sql: a Driver whose pool is smaller makes
+// them take turns, and so races less.
+func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, driver func(t *testing.T, db *sql.DB) Driver) {
 	t.Helper()
 	caps := idem.CapabilitiesOf(d)
 	for _, p := range []struct {
@@ -70,21 +93,25 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 		{"Torture", testTorture},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			p.test(t, &suite{d: d, caps: caps, db: open(t)})
+			db := open(t)
+			p.test(t, &suite{d: d, caps: caps, db: db, drv: driver(t, db)})
 		})
 	}
 }
 
-// suite is one property's database and dialect.
+// suite is one property's database, dialect and Driver: db sets up and
+// inspects, drv runs the Store and holds the transactions.
 type suite struct {
 	d    idem.Dialect
 	caps idem.Capabilities
 	db   *sql.DB
+	drv  Driver
 }
 
 // env is a store on a table of its own, with an effect table beside it: a
-// dbtest.Env, whose helpers its methods are under the names the properties
-// use.
+// dbtest.Env, set up and inspected through the suite's *sql.DB. Its methods
+// reach the store through the suite's Driver, under the names the
+// properties use.
 type env struct {
 	*suite
 	x     *dbtest.Env
@@ -100,23 +127,55 @@ func (s *suite) env(t *testing.T, opts ...idem.Option) *env {
 	return &env{suite: s, x: x, store: x.Store, table: x.Table}
 }
 
-func (e *env) effect(key string, resp idem.Response) idem.Func { return e.x.Effect(key, resp) }
-
-func (e *env) begin(t *testing.T, opts *sql.TxOptions) *sql.Tx {
-	t.Helper()
-	return e.x.Begin(t, opts)
+// effect returns a Func that writes one effect row for key, as
+// dbtest.Effects.Func does, through the Driver's Tx, and answers resp.
+func (e *env) effect(key string, resp idem.Response) Func {
+	insert := e.x.Effects.InsertSQL()
+	return func(ctx context.Context, tx Tx) (idem.Response, error) {
+		if _, err := tx.Exec(ctx, insert, dbtest.EffectKey(key), "done"); err != nil {
+			return idem.Response{}, err
+		}
+		return resp, nil
+	}
 }
 
-func (e *env) do(t *testing.T, key string, hash []byte, fn idem.Func, commit bool) (idem.Result, error) {
+// begin begins a transaction through the Driver with opts, rolled back at
+// the end of the test if still open.
+func (e *env) begin(t *testing.T, opts *sql.TxOptions) Tx {
 	t.Helper()
-	return e.x.Do(t, key, hash, fn, commit)
+	tx, err := e.drv.Begin(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+// do runs Do in a transaction of its own, then commits it when commit is
+// true and Do succeeded, and rolls it back otherwise.
+func (e *env) do(t *testing.T, key string, hash []byte, fn Func, commit bool) (idem.Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	tx := e.begin(t, nil)
+	res, err := e.drv.Do(ctx, e.store, tx, key, hash, fn)
+	if err == nil && commit {
+		if cerr := tx.Commit(ctx); cerr != nil {
+			t.Fatalf("commit: %v", cerr)
+		}
+	} else if rerr := tx.Rollback(ctx); rerr != nil {
+		t.Fatalf("rollback: %v", rerr)
+	}
+	return res, err
 }
 
 // hold claims key for created in a transaction that it leaves open, like a
 // request still being served.
-func (e *env) hold(t *testing.T, key string) *sql.Tx {
+func (e *env) hold(t *testing.T, key string) Tx {
 	t.Helper()
-	return e.x.Hold(t, key, hashA, created)
+	tx := e.begin(t, nil)
+	res, err := e.drv.Do(context.Background(), e.store, tx, key, hashA, e.effect(key, created))
+	wantOutcome(t, res, err, idem.Claimed)
+	return tx
 }
 
 // rawRecords reads every record of the table as stored, to show that a call
@@ -189,8 +248,8 @@ func (e *env) wantEffects(t *testing.T, key string, n int) {
 }
 
 // mustNotRun is a Func that fails the test if it runs.
-func mustNotRun(t *testing.T) idem.Func {
-	return func(context.Context, *sql.Tx) (idem.Response, error) {
+func mustNotRun(t *testing.T) Func {
+	return func(context.Context, Tx) (idem.Response, error) {
 		t.Error("fn ran, but it must not")
 		return idem.Response{}, errors.New("fn must not run")
 	}

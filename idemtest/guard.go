@@ -2,16 +2,16 @@ package idemtest
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 
 	"github.com/idemgo/idem"
 )
 
-// testGuarded ends the claiming transaction on the server, behind
-// database/sql's back, as MySQL does to a deadlock victim and SQLite to an
-// interrupted statement: tx then runs each statement in autocommit. A
+// testGuarded ends the claiming transaction on the server, behind the
+// driver's back (database/sql's, pgx's), as MySQL does to a deadlock victim
+// and SQLite to an interrupted statement: tx then runs each statement in
+// autocommit. A
 // duplicate request claims the key and commits meanwhile. What Do sends after
 // fn (Complete when fn answers, Abandon when it fails) must leave the
 // duplicate's record alone, which only a statement guarded by the claim's
@@ -30,11 +30,11 @@ func testGuarded(t *testing.T, s *suite) {
 			rolledBack := idem.Response{Status: 201, Body: []byte(`{"effect":"rolled back"}`)}
 			failed := errors.New("fn failed after its transaction ended")
 			tx := e.begin(t, nil)
-			_, err := e.store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			_, err := e.drv.Do(ctx, e.store, tx, "k", hashA, func(ctx context.Context, tx Tx) (idem.Response, error) {
 				if _, err := e.effect("k", rolledBack)(ctx, tx); err != nil {
 					return idem.Response{}, err
 				}
-				if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+				if _, err := tx.Exec(ctx, "ROLLBACK"); err != nil {
 					t.Fatalf("ending the transaction on the server: %v", err)
 				}
 				dup, err := e.do(t, "k", hashA, e.effect("k", created), true)

@@ -19,13 +19,14 @@ import (
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
-// The properties of the contract, each run by TestDialect as a subtest.
+// The properties of the contract, each run by TestDriver (and so by
+// TestDialect) as a subtest.
 
 func testClaim(t *testing.T, s *suite) {
 	c := newClock()
 	e := s.env(t, idem.WithClock(c.Now))
 	runs := 0
-	fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+	fn := func(ctx context.Context, tx Tx) (idem.Response, error) {
 		runs++
 		return e.effect("k", created)(ctx, tx)
 	}
@@ -84,14 +85,14 @@ func testFuncError(t *testing.T, s *suite) {
 	ctx := context.Background()
 	declined := errors.New("card declined")
 	tx := e.begin(t, nil)
-	_, err := e.store.Do(ctx, tx, "k", hashA, func(context.Context, *sql.Tx) (idem.Response, error) {
+	_, err := e.drv.Do(ctx, e.store, tx, "k", hashA, func(context.Context, Tx) (idem.Response, error) {
 		return idem.Response{}, declined
 	})
 	if !errors.Is(err, declined) {
 		t.Fatalf("Do = %v, want fn's error", err)
 	}
 	// Even a caller that commits after the error stores no record.
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.store.Lookup(ctx, e.db, "k"); !errors.Is(err, idem.ErrNotFound) {
@@ -122,9 +123,9 @@ func testWaitThenReplay(t *testing.T, s *suite) {
 	// The holder commits 200 ms from now, 50 times inside the 10 s lock
 	// timeout: a waiter still waiting when load delays the commit by
 	// seconds sees it, and Replays.
-	after(t, 200*time.Millisecond, holder.Commit)
+	after(t, 200*time.Millisecond, func() error { return holder.Commit(context.Background()) })
 	start := time.Now()
-	res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, mustNotRun(t))
+	res, err := e.drv.DoTx(context.Background(), e.store, nil, "k", hashA, mustNotRun(t))
 	wantOutcome(t, res, err, idem.Replay)
 	sameResponse(t, res.Response, created)
 	// The lower bound: the record cannot be read committed before the
@@ -146,8 +147,8 @@ func testWaitThenClaim(t *testing.T, s *suite) {
 	// The holder rolls back 200 ms from now, 50 times inside the 10 s
 	// lock timeout, so even a rollback that load delays by seconds ends
 	// the wait; a waiter that missed it would answer InFlight after 10 s.
-	after(t, 200*time.Millisecond, holder.Rollback)
-	res, err := e.store.DoTx(context.Background(), e.db, nil, "k", hashA, e.effect("k", created))
+	after(t, 200*time.Millisecond, func() error { return holder.Rollback(context.Background()) })
+	res, err := e.drv.DoTx(context.Background(), e.store, nil, "k", hashA, e.effect("k", created))
 	wantOutcome(t, res, err, idem.Claimed)
 	e.wantEffects(t, "k", 1)
 }
@@ -163,7 +164,7 @@ func testLockTimeout(t *testing.T, s *suite) {
 	holder := e.hold(t, "k")
 	tx := e.begin(t, nil)
 	start := time.Now()
-	res, err := e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+	res, err := e.drv.Do(ctx, e.store, tx, "k", hashA, mustNotRun(t))
 	wantOutcome(t, res, err, idem.InFlight)
 	// The lower bound: the claim waits the lock timeout at least, and
 	// load only makes it longer. The upper bound is inFlightSlack past
@@ -175,11 +176,11 @@ func testLockTimeout(t *testing.T, s *suite) {
 	if _, err := e.effect("after", created)(ctx, tx); err != nil {
 		t.Fatalf("the transaction is not usable after InFlight: %v", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		t.Fatalf("commit after InFlight: %v", err)
 	}
 	e.wantEffects(t, "after", 1)
-	if err := holder.Commit(); err != nil {
+	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -235,16 +236,16 @@ func testConflictAtCommit(t *testing.T, s *suite) {
 			ctx := context.Background()
 			holder := e.hold(t, "k")
 			later := e.begin(t, nil)
-			res, err := e.store.Do(ctx, later, "k", hashA, e.effect("k", second))
+			res, err := e.drv.Do(ctx, e.store, later, "k", hashA, e.effect("k", second))
 			wantOutcome(t, res, err, idem.Claimed)
 			winner, loser, want := holder, later, created
 			if !c.holderWins {
 				winner, loser, want = later, holder, second
 			}
-			if err := winner.Commit(); err != nil {
+			if err := winner.Commit(ctx); err != nil {
 				t.Fatalf("the first commit: %v", err)
 			}
-			if err := loser.Commit(); err == nil || s.d.Classify(err) != idem.ErrorRetry {
+			if err := loser.Commit(ctx); err == nil || s.d.Classify(err) != idem.ErrorRetry {
 				t.Fatalf("the second commit: %v, want a conflict that the dialect classifies as ErrorRetry", err)
 			}
 			e.wantEffects(t, "k", 1)
@@ -284,17 +285,17 @@ func testIsolation(t *testing.T, s *suite) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _, _ = e.db.ExecContext(context.Background(), "DROP TABLE "+other) })
-			tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: level})
+			tx, err := e.drv.Begin(ctx, &sql.TxOptions{Isolation: level})
 			if err != nil {
 				t.Skipf("the database does not offer %v: %v", level, err)
 			}
-			defer tx.Rollback()
-			if _, err := tx.ExecContext(ctx, "SELECT count(*) FROM "+other); err != nil {
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, "SELECT count(*) FROM "+other); err != nil {
 				t.Fatal(err)
 			}
 			res, err := e.do(t, "k", hashA, e.effect("k", created), true)
 			wantOutcome(t, res, err, idem.Claimed)
-			res, err = e.store.Do(ctx, tx, "k", hashA, mustNotRun(t))
+			res, err = e.drv.Do(ctx, e.store, tx, "k", hashA, mustNotRun(t))
 			switch {
 			case err != nil:
 				if !errors.Is(err, idem.ErrRetry) {
@@ -318,15 +319,15 @@ func testLookupFirst(t *testing.T, s *suite) {
 	e := s.env(t, idem.WithLookupFirst(), idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(300*time.Millisecond))
 	ctx := context.Background()
 	serial := e.caps.OneWriter
-	res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
+	res, err := e.drv.DoTx(ctx, e.store, nil, "k", hashA, e.effect("k", created))
 	wantOutcome(t, res, err, idem.Claimed)
 
 	holder := e.hold(t, "other")
 	start := time.Now()
-	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashA, mustNotRun(t))
+	res, err = e.drv.DoTx(ctx, e.store, nil, "k", hashA, mustNotRun(t))
 	wantOutcome(t, res, err, idem.Replay)
 	sameResponse(t, res.Response, created)
-	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashB, mustNotRun(t))
+	res, err = e.drv.DoTx(ctx, e.store, nil, "k", hashB, mustNotRun(t))
 	wantOutcome(t, res, err, idem.Mismatch)
 	// Where writers take turns, a transaction would wait at BEGIN for the
 	// holder, which ends only below: each of DoTx's attempts would wait
@@ -339,26 +340,26 @@ func testLookupFirst(t *testing.T, s *suite) {
 
 	if !serial && !s.caps.ConflictAtCommit {
 		start = time.Now()
-		res, err = e.store.DoTx(ctx, e.db, nil, "other", hashA, mustNotRun(t))
+		res, err = e.drv.DoTx(ctx, e.store, nil, "other", hashA, mustNotRun(t))
 		wantOutcome(t, res, err, idem.InFlight)
 		// As in testLockTimeout: at least the lock timeout, and at most
 		// inFlightSlack more, far below the wait for a holder that does
 		// not end (50 s on MariaDB, forever on PostgreSQL).
 		within(t, "InFlight", time.Since(start), 300*time.Millisecond, 300*time.Millisecond+inFlightSlack)
 	}
-	if err := holder.Commit(); err != nil {
+	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = e.store.DoTx(ctx, e.db, nil, "other", hashA, mustNotRun(t))
+	res, err = e.drv.DoTx(ctx, e.store, nil, "other", hashA, mustNotRun(t))
 	wantOutcome(t, res, err, idem.Replay)
 
 	// After the window the read finds nothing live, and the transaction
 	// takes the key over.
 	c.Advance(time.Hour)
 	second := idem.Response{Status: 200, Body: []byte("second")}
-	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashB, e.effect("k", second))
+	res, err = e.drv.DoTx(ctx, e.store, nil, "k", hashB, e.effect("k", second))
 	wantOutcome(t, res, err, idem.Claimed)
-	res, err = e.store.DoTx(ctx, e.db, nil, "k", hashB, mustNotRun(t))
+	res, err = e.drv.DoTx(ctx, e.store, nil, "k", hashB, mustNotRun(t))
 	wantOutcome(t, res, err, idem.Replay)
 	sameResponse(t, res.Response, second)
 	e.wantEffects(t, "k", 2)
@@ -401,7 +402,7 @@ func testExpiry(t *testing.T, s *suite) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := e.store.DoTx(ctx, e.db, nil, "k", hashA, e.effect("k", created))
+			res, err := e.drv.DoTx(ctx, e.store, nil, "k", hashA, e.effect("k", created))
 			switch {
 			case err != nil && !errors.Is(err, idem.ErrRetry):
 				t.Errorf("DoTx: %v, want an outcome or ErrRetry", err)
@@ -485,10 +486,10 @@ func testBadInput(t *testing.T, s *suite) {
 	tx := e.begin(t, nil)
 	for _, c := range []struct {
 		name string
-		tx   *sql.Tx
+		tx   Tx
 		key  string
 		hash []byte
-		fn   idem.Func
+		fn   Func
 		want error
 	}{
 		{"empty key", tx, "", hashA, fn, idem.ErrInvalidKey},
@@ -498,11 +499,11 @@ func testBadInput(t *testing.T, s *suite) {
 		{"nil transaction", nil, "k", hashA, fn, idem.ErrInvalidArgument},
 		{"nil Func", tx, "k", hashA, nil, idem.ErrInvalidArgument},
 	} {
-		if _, err := e.store.Do(ctx, c.tx, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
+		if _, err := e.drv.Do(ctx, e.store, c.tx, c.key, c.hash, c.fn); !errors.Is(err, c.want) {
 			t.Errorf("%s: Do = %v, want %v", c.name, err, c.want)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(e.rawRecords(t)); n != 0 {
@@ -527,10 +528,10 @@ func testLargeResponses(t *testing.T, s *suite) {
 
 	tx := e.begin(t, nil)
 	big := idem.Response{Status: 200, Header: http.Header{"X": {"y"}}, Body: body}
-	if _, err := e.store.Do(ctx, tx, "big", hashA, e.effect("big", big)); !errors.Is(err, idem.ErrResponseTooLarge) {
+	if _, err := e.drv.Do(ctx, e.store, tx, "big", hashA, e.effect("big", big)); !errors.Is(err, idem.ErrResponseTooLarge) {
 		t.Fatalf("Do: %v, want ErrResponseTooLarge", err)
 	}
-	if err := tx.Commit(); err != nil { // a careless caller
+	if err := tx.Commit(ctx); err != nil { // a careless caller
 		t.Fatal(err)
 	}
 	if _, err := e.store.Lookup(ctx, e.db, "big"); !errors.Is(err, idem.ErrNotFound) {
@@ -558,13 +559,13 @@ func testCorruptRecord(t *testing.T, s *suite) {
 func testRefusable(t *testing.T, s *suite) {
 	e := s.env(t)
 	declined := idem.Response{Status: 402, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"declined"}`)}
-	refuse := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+	refuse := func(ctx context.Context, tx Tx) (idem.Response, error) {
 		if _, err := e.effect("k", created)(ctx, tx); err != nil {
 			return idem.Response{}, err
 		}
 		return idem.Response{}, idem.Refuse(declined)
 	}
-	res, err := e.do(t, "k", hashA, idem.Refusable(refuse), true)
+	res, err := e.do(t, "k", hashA, e.drv.Refusable(refuse), true)
 	wantOutcome(t, res, err, idem.Claimed)
 	sameResponse(t, res.Response, declined)
 	e.wantEffects(t, "k", 0)
@@ -573,7 +574,7 @@ func testRefusable(t *testing.T, s *suite) {
 	sameResponse(t, res.Response, declined)
 
 	// A Func under Refusable that does not refuse stores its response.
-	res, err = e.do(t, "k2", hashA, idem.Refusable(e.effect("k2", created)), true)
+	res, err = e.do(t, "k2", hashA, e.drv.Refusable(e.effect("k2", created)), true)
 	wantOutcome(t, res, err, idem.Claimed)
 	e.wantEffects(t, "k2", 1)
 }
@@ -608,6 +609,9 @@ func testTorture(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Room for every worker at once on database/sql, whose pool SQLDriver
+	// draws from; a Driver with a pool of its own sizes that itself (see
+	// TestDriver).
 	e.db.SetMaxOpenConns(workers + 4)
 	ctx := context.Background()
 	var (
@@ -629,7 +633,7 @@ func testTorture(t *testing.T, s *suite) {
 		return err
 	}
 	call := func(w int, key string) (idem.Result, error) {
-		fn := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		fn := func(ctx context.Context, tx Tx) (idem.Response, error) {
 			// Hold the key while others arrive. It only makes races more
 			// likely; no outcome depends on how long it lasts.
 			time.Sleep(rand.N(2 * time.Millisecond))
@@ -637,18 +641,18 @@ func testTorture(t *testing.T, s *suite) {
 		}
 		switch w % 4 {
 		case 0:
-			return e.store.DoTx(ctx, e.db, nil, key, hashA, fn)
+			return e.drv.DoTx(ctx, e.store, nil, key, hashA, fn)
 		case 2:
-			return lookupFirst.DoTx(ctx, e.db, nil, key, hashA, fn)
+			return e.drv.DoTx(ctx, lookupFirst, nil, key, hashA, fn)
 		}
-		tx, err := e.db.BeginTx(ctx, nil)
+		tx, err := e.drv.Begin(ctx, nil)
 		if err != nil {
 			return idem.Result{}, conflict(err)
 		}
-		defer tx.Rollback()
-		res, err := e.store.Do(ctx, tx, key, hashA, fn)
+		defer tx.Rollback(ctx)
+		res, err := e.drv.Do(ctx, e.store, tx, key, hashA, fn)
 		if err == nil && res.Outcome == idem.Claimed {
-			if err := tx.Commit(); err != nil {
+			if err := tx.Commit(ctx); err != nil {
 				return idem.Result{}, conflict(err)
 			}
 		}
