@@ -8,7 +8,9 @@
 //
 // TestDialect runs the whole contract of Do against a real database through
 // a Dialect, one named subtest per property: the built-in dialects pass it,
-// and so must a new one.
+// and so must a new one. TestDriver runs the same properties with the
+// Store's calls sent through a Driver of another package, such as idempgx on
+// pgx's own interface.
 //
 // Import it from tests only: it brings in go-sqlmock, and go-sql-driver/mysql
 // for the errors of MySQL's conflicts, which a service's own binary should
