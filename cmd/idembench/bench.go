@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // bench is one database opened with a store and an orders table of their
@@ -34,6 +35,9 @@ type bench struct {
 	queries     map[string]idem.Query
 	// plain holds the statements of the plain paths, on the idem table.
 	plain plainSQL
+	// claimFirst is a store on the same table made WithoutLookupFirst,
+	// whose DoTx answers every retry with its claim (see native.go).
+	claimFirst *idem.Store
 	// lease is the table of the lease paths, when open made one, and
 	// leaseSQL its statements.
 	lease    string
@@ -42,6 +46,12 @@ type bench struct {
 	// configuration, and leaseHTTP the same handler behind the lease
 	// middleware; set when open was asked for them.
 	http, leaseHTTP http.Handler
+	// pool is the pgx pool of the native paths (native.go), when open was
+	// asked for one, and pgxHTTP and pgxLeaseHTTP their handlers, the
+	// order handler behind idempgx's middleware and behind the lease
+	// middleware on pgx.
+	pool                  *pgxpool.Pool
+	pgxHTTP, pgxLeaseHTTP http.Handler
 }
 
 // openOpts is what open makes besides the idem and orders tables.
@@ -52,6 +62,10 @@ type openOpts struct {
 	http bool
 	// lease creates the lease table and builds the lease handler.
 	lease bool
+	// pgx opens a pgx pool on the same server, for the native paths, and
+	// with http and lease builds their pgx handlers too. Its connections,
+	// rather than the *sql.DB's, are opened before measuring.
+	pgx bool
 }
 
 func open(ctx context.Context, d database, clients int, o openOpts) (*bench, error) {
@@ -84,6 +98,11 @@ func open(ctx context.Context, d database, clients int, o openOpts) (*bench, err
 		db.Close()
 		return nil, err
 	}
+	b.claimFirst, err = idem.New(d.dialect, idem.WithTable(b.table), idem.WithoutLookupFirst())
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	b.queries = b.store.Queries()
 	b.insert = strings.ReplaceAll(d.insert, "%s", b.orders)
 	b.plain = newPlainSQL(d.kind, b.table)
@@ -102,7 +121,7 @@ func open(ctx context.Context, d database, clients int, o openOpts) (*bench, err
 			b.close()
 			return nil, fmt.Errorf("create lease table: %w", err)
 		}
-		b.leaseHTTP = &leaseMiddleware{db: db, q: b.leaseSQL, next: b.orderHandler()}
+		b.leaseHTTP = &leaseMiddleware{db: sqlLeases{db: db, q: b.leaseSQL}, next: b.orderHandler()}
 	}
 	if o.http {
 		mw, err := idemhttp.New(b.store, db, idemhttp.WithSingleClient())
@@ -111,6 +130,17 @@ func open(ctx context.Context, d database, clients int, o openOpts) (*bench, err
 			return nil, err
 		}
 		b.http = mw.Handler(b.orderHandler())
+	}
+	if o.pgx {
+		if err := b.openPool(ctx, conns, o); err != nil {
+			b.close()
+			return nil, err
+		}
+		if err := b.warmPool(ctx, min(clients, conns)); err != nil {
+			b.close()
+			return nil, err
+		}
+		return b, nil
 	}
 	// Open every connection before measuring.
 	var held []*sql.Conn
@@ -129,6 +159,9 @@ func open(ctx context.Context, d database, clients int, o openOpts) (*bench, err
 }
 
 func (b *bench) close() {
+	if b.pool != nil {
+		b.pool.Close()
+	}
 	for _, t := range []string{b.table, b.orders, b.lease} {
 		if t != "" {
 			_, _ = b.db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+t)

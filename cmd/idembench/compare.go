@@ -111,8 +111,13 @@ func finishClaimed(b *bench, ctx context.Context, key string) error {
 	return b.claimed(ctx, key, 1, nil)
 }
 
-// paths returns the paths of the comparison that the scenarios select.
-func paths(c config) []path {
+// paths returns the paths of the comparison that the scenarios select
+// under driver setting s: idem's on database/sql and the design without it,
+// or, on a native setting, those of nativePaths.
+func paths(c config, s setting) []path {
+	if s.native {
+		return nativePaths(c)
+	}
 	var ps []path
 	for _, n := range []int{1, 5} {
 		if n == 5 && !c.scenarios["effect5"] {
@@ -163,47 +168,57 @@ func paths(c config) []path {
 			return b.lookupFirstDoTx(ctx, key, idem.Replay)
 		}))
 	}
-	// The http and lease sides post the same orders, each through its
-	// own middleware.
-	web := func(name string, o openOpts, h func(*bench) http.Handler) {
-		order := func(b *bench, ctx context.Context, key string) error { return post(ctx, h(b), key, false) }
-		ps = append(ps,
-			keyed(name, o, func(b *bench, ctx context.Context, key string, _ int64) error { return order(b, ctx, key) }),
-			retried(name+" replay", o, order,
-				func(b *bench, ctx context.Context, key string) error { return post(ctx, h(b), key, true) }))
-	}
 	if c.scenarios["http"] {
-		web("http", openOpts{http: true}, func(b *bench) http.Handler { return b.http })
+		ps = append(ps, web("http", openOpts{http: true}, func(b *bench) http.Handler { return b.http })...)
 	}
 	if c.scenarios["lease"] {
-		web("lease", openOpts{lease: true}, func(b *bench) http.Handler { return b.leaseHTTP })
+		ps = append(ps, web("lease", openOpts{lease: true}, func(b *bench) http.Handler { return b.leaseHTTP })...)
 	}
 	return ps
+}
+
+// web returns the two paths of a middleware: name, which posts new orders
+// through the handler h gives, and name+" replay", which posts again one of
+// the orders it finished. The http and lease sides post the same orders,
+// each through its own middleware.
+func web(name string, o openOpts, h func(*bench) http.Handler) []path {
+	order := func(b *bench, ctx context.Context, key string) error { return post(ctx, h(b), key, false) }
+	return []path{
+		keyed(name, o, func(b *bench, ctx context.Context, key string, _ int64) error { return order(b, ctx, key) }),
+		retried(name+" replay", o, order,
+			func(b *bench, ctx context.Context, key string) error { return post(ctx, h(b), key, true) }),
+	}
 }
 
 // ratios are the ratios printed under each table: a's rate over b's, taken
 // round by round.
 var ratios = []struct{ label, a, b string }{
 	{"claimed / plain", "claimed", "plain"},
+	{"claimed / claimed sql", "claimed", "claimed sql"},
 	{"claimed / hand", "claimed", "hand"},
 	{"claimed / bare", "claimed", "bare"},
 	{"plain / bare", "plain", "bare"},
 	{"claimed x5 / plain x5", "claimed x5", "plain x5"},
+	{"claimed x5 / claimed sql x5", "claimed x5", "claimed sql x5"},
 	{"claimed x5 / hand x5", "claimed x5", "hand x5"},
 	{"claimed x5 / bare x5", "claimed x5", "bare x5"},
 	{"replay / claimed", "replay", "claimed"},
 	{"replay / plain replay", "replay", "plain replay"},
+	{"replay / replay sql", "replay", "replay sql"},
 	{"claimed l-f / hand l-f", "claimed lookup-first", "hand lookup-first"},
 	{"claimed lookup-first / claimed", "claimed lookup-first", "claimed"},
 	{"replay lookup-first / replay", "replay lookup-first", "replay"},
 	{"replay l-f / claimed l-f", "replay lookup-first", "claimed lookup-first"},
 	{"http / lease", "http", "lease"},
 	{"http replay / lease replay", "http replay", "lease replay"},
+	{"http / http sql", "http", "http sql"},
+	{"http replay / http sql replay", "http replay", "http sql replay"},
 }
 
 // group is the measurements of one driver setting under one commit mode.
 type group struct {
 	name, commit, desc string
+	paths              []path
 	rates              map[string][]float64 // per path, per round
 	last               map[string]result
 }
@@ -219,14 +234,19 @@ func rotate[T any](xs []T, n int) []T {
 
 // measurePaths compares the paths of the scenarios on k, under each of the
 // driver settings and commit modes chosen, in c.rounds rounds. Each round
-// measures every path once under every setting and mode, each on fresh
+// measures every path of every setting once under every mode, each on fresh
 // tables: the modes alternate in order from round to round (one switch of
 // the server between rounds), and the settings and paths are rotated, so
 // that no path always runs first or last. The ratios are taken round by
 // round, between paths of the same setting and mode.
 func measurePaths(ctx context.Context, c config, k *kind, dir string, settings []setting) (err error) {
-	ps := paths(c)
-	if len(ps) == 0 {
+	ps := map[string][]path{}
+	some := false
+	for _, s := range settings {
+		ps[s.key] = paths(c, s)
+		some = some || len(ps[s.key]) > 0
+	}
+	if !some {
 		return nil
 	}
 	mainDSN, _ := k.serverDSN(dir)
@@ -262,16 +282,19 @@ func measurePaths(ctx context.Context, c config, k *kind, dir string, settings [
 				}
 			}
 			for _, s := range rotate(settings, round) {
+				if len(ps[s.key]) == 0 {
+					continue // the scenarios select none of its paths
+				}
 				d, _ := k.database(dir, s, mode)
 				id := d.name + "\x00" + mode
 				g := groups[id]
 				if g == nil {
-					g = &group{name: d.name, commit: mode, rates: map[string][]float64{}, last: map[string]result{}}
+					g = &group{name: d.name, commit: mode, paths: ps[s.key], rates: map[string][]float64{}, last: map[string]result{}}
 					groups[id] = g
 				}
 				g.desc = desc
 				var line []string
-				for _, p := range rotate(ps, round) {
+				for _, p := range rotate(g.paths, round) {
 					res, err := p.run(ctx, c, d)
 					if err != nil {
 						return fmt.Errorf("%s, %s commits, %s: %w", d.name, mode, p.name, err)
@@ -294,16 +317,16 @@ func measurePaths(ctx context.Context, c config, k *kind, dir string, settings [
 		}
 	}
 	for _, g := range order {
-		g.print(ps)
+		g.print()
 	}
 	return nil
 }
 
-func (g *group) print(ps []path) {
+func (g *group) print() {
 	fmt.Printf("\n### %s, %s commits (%s)\n", g.name, g.commit, g.desc)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\trequests/s (median)\trounds\tp50\tp99\t")
-	for _, p := range ps {
+	for _, p := range g.paths {
 		rates, res := g.rates[p.name], g.last[p.name]
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t\n", p.name, med(rates), fmtRates(rates), ms(pct(res.lat, 0.5)), ms(pct(res.lat, 0.99)))
 	}

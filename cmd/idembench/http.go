@@ -16,7 +16,8 @@ import (
 // httptest's request and recorder and no network: "http" through idemhttp
 // in its default configuration (New with WithSingleClient, nothing else),
 // "lease" through the lease middleware of lease.go. Both wrap the same
-// order handler.
+// order handler, which native.go also puts behind idempgx's middleware and
+// the lease middleware on pgx.
 
 // orderJSON is the body of every request the HTTP paths send.
 const orderJSON = `{"item":42,"qty":1}`
@@ -25,19 +26,37 @@ const orderJSON = `{"item":42,"qty":1}`
 // in the transaction the middleware gives it (see idemhttp.Tx), and answers
 // 201 with a JSON body, as response does.
 func (b *bench) orderHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx := idemhttp.Tx(r.Context())
+	return b.orderHandlerOn(func(ctx context.Context, query string, args ...any) (bool, error) {
+		tx := idemhttp.Tx(ctx)
 		if tx == nil {
-			http.Error(w, "no transaction", http.StatusInternalServerError)
-			return
+			return false, nil
 		}
+		_, err := tx.ExecContext(ctx, query, args...)
+		return true, err
+	})
+}
+
+// txExec runs a statement in the transaction that the middleware put in
+// ctx; ok is false when there is none.
+type txExec func(ctx context.Context, query string, args ...any) (ok bool, err error)
+
+// orderHandlerOn is the order handler on whichever driver exec sends its
+// INSERT through, so that the middlewares on database/sql and on pgx
+// (native.go) wrap the same handler.
+func (b *bench) orderHandlerOn(exec txExec) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var o struct{ Item, Qty int64 }
 		if err := json.NewDecoder(r.Body).Decode(&o); err != nil {
 			http.Error(w, "bad order: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		key := []byte(r.Header.Get("Idempotency-Key"))
-		if _, err := tx.ExecContext(r.Context(), b.insert, key, o.Item, o.Qty); err != nil {
+		ok, err := exec(r.Context(), b.insert, key, o.Item, o.Qty)
+		switch {
+		case !ok:
+			http.Error(w, "no transaction", http.StatusInternalServerError)
+			return
+		case err != nil:
 			http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
 			return
 		}

@@ -84,8 +84,14 @@ func (k *kind) quote(name string) string {
 
 // setting is one driver, and a parameter added to the DSN ("" for none).
 // key names it in -drivers, name in the output.
+//
+// A native setting measures idempgx on a pgx pool (native.go) beside idem
+// on database/sql, both on the pgx driver: driver is then the database/sql
+// driver of its "sql" sides and of the tables' set-up, and the pool opens
+// the same DSN.
 type setting struct {
 	key, name, driver, param string
+	native                   bool
 }
 
 // The MySQL family shares its table, driver settings and loader.
@@ -99,8 +105,8 @@ func mysqlKind(name string, d idem.Dialect, env string, load func(context.Contex
 		name: name, dialect: d, env: env,
 		main: "interpolate",
 		settings: []setting{
-			{"default", name + " (default DSN)", "mysql", ""},
-			{"interpolate", name + " interpolateParams=true", "mysql", "interpolateParams=true"},
+			{key: "default", name: name + " (default DSN)", driver: "mysql"},
+			{key: "interpolate", name: name + " interpolateParams=true", driver: "mysql", param: "interpolateParams=true"},
 		},
 		orders: mysqlOrders, insert: mysqlInsert, load: load,
 		bigTable: true,
@@ -127,7 +133,7 @@ var kinds = []kind{
 				"?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")"
 		},
 		main:     "sqlite",
-		settings: []setting{{"sqlite", "sqlite", "sqlite", ""}},
+		settings: []setting{{key: "sqlite", name: "sqlite", driver: "sqlite"}},
 		orders:   `CREATE TABLE %s (id INTEGER PRIMARY KEY, k BLOB NOT NULL, item INTEGER NOT NULL, qty INTEGER NOT NULL)`,
 		insert:   `INSERT INTO %s (k, item, qty) VALUES (?, ?, ?)`,
 		load:     loadSQLite,
@@ -141,11 +147,12 @@ var kinds = []kind{
 		env:     dbtest.EnvPostgres,
 		main:    "pgx",
 		settings: []setting{
-			{"pq", "postgres/pq", "postgres", ""},
-			{"pq-binary", "postgres/pq binary_parameters=yes", "postgres", "binary_parameters=yes"},
-			{"pgx", "postgres/pgx", "pgx", ""},
-			{"pgx-exec", "postgres/pgx exec", "pgx", "default_query_exec_mode=exec"},
-			{"pgx-simple", "postgres/pgx simple_protocol", "pgx", "default_query_exec_mode=simple_protocol"},
+			{key: "pq", name: "postgres/pq", driver: "postgres"},
+			{key: "pq-binary", name: "postgres/pq binary_parameters=yes", driver: "postgres", param: "binary_parameters=yes"},
+			{key: "pgx", name: "postgres/pgx", driver: "pgx"},
+			{key: "pgx-exec", name: "postgres/pgx exec", driver: "pgx", param: "default_query_exec_mode=exec"},
+			{key: "pgx-simple", name: "postgres/pgx simple_protocol", driver: "pgx", param: "default_query_exec_mode=simple_protocol"},
+			{key: "pgx-native", name: "postgres/pgx native", driver: "pgx", native: true},
 		},
 		orders:   `CREATE TABLE %s (id bigserial PRIMARY KEY, k bytea NOT NULL, item bigint NOT NULL, qty int NOT NULL)`,
 		insert:   `INSERT INTO %s (k, item, qty) VALUES ($1, $2, $3)`,
@@ -249,6 +256,7 @@ type database struct {
 	driver string
 	dsn    string
 	commit string // commitFast or commitDurable
+	native bool   // the setting's, see setting
 }
 
 // serverDSN returns the DSN of the server's variable, or of the file in
@@ -274,7 +282,7 @@ func (k *kind) database(dir string, s setting, commit string) (d database, ok bo
 	if s.param != "" {
 		dsn = withParam(dsn, s.param)
 	}
-	return database{kind: k, name: s.name, driver: s.driver, dsn: dsn, commit: commit}, true
+	return database{kind: k, name: s.name, driver: s.driver, dsn: dsn, commit: commit, native: s.native}, true
 }
 
 func redact(dsn string) string {

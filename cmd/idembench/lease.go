@@ -119,10 +119,38 @@ func newLeaseSQL(k *kind, table string) leaseSQL {
 // leaseMiddleware protects next with leases, as described above. It
 // answers the same statuses as idemhttp, with plain bodies.
 type leaseMiddleware struct {
-	db   *sql.DB
-	q    leaseSQL
+	db   leaseDB
 	next http.Handler
 }
+
+// leaseDB sends the lease statements through one driver interface:
+// database/sql (sqlLeases, below) or pgx's own (pgxLeases, in
+// nativelease.go). The statements and the middleware around them are the
+// same, so that a difference between the two lease paths is the driver's.
+type leaseDB interface {
+	// reserve runs the reserving upsert and reports whether it reserved
+	// key.
+	reserve(ctx context.Context, key, hash []byte, token, now int64) (bool, error)
+	// lookup reads key's record; errNoLease when there is none.
+	lookup(ctx context.Context, key []byte) (leaseRecord, error)
+	// inTx begins a transaction and calls serve with a context that
+	// carries it, where the handler finds it (idemhttp.Tx, idempgx.Tx).
+	// When serve returns the arguments of the completion, inTx runs it,
+	// checks that it changed one row, and commits; when serve returns nil,
+	// it rolls back.
+	inTx(ctx context.Context, serve func(ctx context.Context) []any) error
+	// release deletes key's unfinished record under token.
+	release(ctx context.Context, key []byte, token int64) error
+}
+
+// leaseRecord is a key's record as the lookup reads it.
+type leaseRecord struct {
+	hash, header, body []byte
+	status             sql.NullInt64
+}
+
+// errNoLease is lookup's answer for a key that has no record.
+var errNoLease = errors.New("no record")
 
 func (m *leaseMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -143,7 +171,7 @@ func (m *leaseMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token := rand.Int64()
 	now := time.Now().UnixMicro()
 
-	reserved, err := m.reserve(ctx, key, hash, token, now)
+	reserved, err := m.db.reserve(ctx, key, hash, token, now)
 	if err != nil {
 		http.Error(w, "reserve: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -158,7 +186,7 @@ func (m *leaseMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil || rec.Code >= 500 {
 		// Nothing is stored: free the key for a retry, as lease libraries
 		// do, rather than make it wait for the lease to expire.
-		_, _ = m.db.ExecContext(context.WithoutCancel(ctx), m.q.release, key, token)
+		_ = m.db.release(context.WithoutCancel(ctx), key, token)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -167,12 +195,69 @@ func (m *leaseMiddleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyResponse(w, rec.Code, rec.Header(), rec.Body.Bytes())
 }
 
-// reserve runs the reserving upsert and reports whether it reserved key.
-func (m *leaseMiddleware) reserve(ctx context.Context, key, hash []byte, token, now int64) (bool, error) {
-	args := []any{key, hash, token, now, now + leaseTime.Microseconds()}
-	if m.q.mysql {
+// answer answers a request whose key another request holds: the stored
+// response, 409 while it runs, 422 when it was another request.
+func (m *leaseMiddleware) answer(w http.ResponseWriter, r *http.Request, key, hash []byte) {
+	rec, err := m.db.lookup(r.Context(), key)
+	switch {
+	case errors.Is(err, errNoLease):
+		// Released between the two statements: the client may retry.
+		http.Error(w, "the key was released; retry", http.StatusConflict)
+		return
+	case err != nil:
+		http.Error(w, "lookup: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	case !bytes.Equal(rec.hash, hash):
+		http.Error(w, "the key was used for another request", http.StatusUnprocessableEntity)
+		return
+	case !rec.status.Valid:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the first request with this key is still running", http.StatusConflict)
+		return
+	}
+	h, err := codec.DecodeHeader(rec.header)
+	if err != nil {
+		http.Error(w, "stored header: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h.Set(idemhttp.ReplayedHeader, "true")
+	copyResponse(w, int(rec.status.Int64), h, rec.body)
+}
+
+// handle runs next in a transaction of its own and, when its response is
+// to be stored, stores it under token and commits.
+func (m *leaseMiddleware) handle(ctx context.Context, rec *httptest.ResponseRecorder, r *http.Request, key []byte, token int64, body []byte) error {
+	return m.db.inTx(ctx, func(ctx context.Context) []any {
+		req := r.WithContext(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		m.next.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			return nil // not stored; the rollback undoes the effect
+		}
+		header := codec.EncodeHeader(rec.Header())
+		expires := time.Now().Add(leaseKeep).UnixMicro()
+		return []any{int64(rec.Code), header, rec.Body.Bytes(), expires, key, token}
+	})
+}
+
+// sqlLeases are the lease statements on database/sql.
+type sqlLeases struct {
+	db *sql.DB
+	q  leaseSQL
+}
+
+// leaseReserveArgs are the reserving upsert's arguments: the key with a
+// lease of leaseTime from now.
+func leaseReserveArgs(key, hash []byte, token, now int64) []any {
+	return []any{key, hash, token, now, now + leaseTime.Microseconds()}
+}
+
+func (l sqlLeases) reserve(ctx context.Context, key, hash []byte, token, now int64) (bool, error) {
+	args := leaseReserveArgs(key, hash, token, now)
+	if l.q.mysql {
 		// 1 for a row inserted, 2 for one updated, 0 for one left alone.
-		res, err := m.db.ExecContext(ctx, m.q.reserve, args...)
+		res, err := l.db.ExecContext(ctx, l.q.reserve, args...)
 		if err != nil {
 			return false, err
 		}
@@ -180,10 +265,16 @@ func (m *leaseMiddleware) reserve(ctx context.Context, key, hash []byte, token, 
 		return n == 1 || n == 2, err
 	}
 	var got int64
-	err := m.db.QueryRowContext(ctx, m.q.reserve, args...).Scan(&got)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	err := l.db.QueryRowContext(ctx, l.q.reserve, args...).Scan(&got)
+	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
+	}
+	return reserved(got, token, err)
+}
+
+// reserved checks the token that a reserving upsert returned.
+func reserved(got, token int64, err error) (bool, error) {
+	switch {
 	case err != nil:
 		return false, err
 	case got != token:
@@ -192,64 +283,47 @@ func (m *leaseMiddleware) reserve(ctx context.Context, key, hash []byte, token, 
 	return true, nil
 }
 
-// answer answers a request whose key another request holds: the stored
-// response, 409 while it runs, 422 when it was another request.
-func (m *leaseMiddleware) answer(w http.ResponseWriter, r *http.Request, key, hash []byte) {
-	var (
-		storedHash, header, body []byte
-		status                   sql.NullInt64
-	)
-	err := m.db.QueryRowContext(r.Context(), m.q.lookup, key).Scan(&storedHash, &status, &header, &body)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		// Released between the two statements: the client may retry.
-		http.Error(w, "the key was released; retry", http.StatusConflict)
-		return
-	case err != nil:
-		http.Error(w, "lookup: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	case !bytes.Equal(storedHash, hash):
-		http.Error(w, "the key was used for another request", http.StatusUnprocessableEntity)
-		return
-	case !status.Valid:
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "the first request with this key is still running", http.StatusConflict)
-		return
+func (l sqlLeases) lookup(ctx context.Context, key []byte) (leaseRecord, error) {
+	var rec leaseRecord
+	err := l.db.QueryRowContext(ctx, l.q.lookup, key).Scan(&rec.hash, &rec.status, &rec.header, &rec.body)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = errNoLease
 	}
-	h, err := codec.DecodeHeader(header)
-	if err != nil {
-		http.Error(w, "stored header: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	h.Set(idemhttp.ReplayedHeader, "true")
-	copyResponse(w, int(status.Int64), h, body)
+	return rec, err
 }
 
-// handle runs next in a transaction of its own and, when its response is
-// to be stored, stores it under token and commits.
-func (m *leaseMiddleware) handle(ctx context.Context, rec *httptest.ResponseRecorder, r *http.Request, key []byte, token int64, body []byte) error {
-	tx, err := m.db.BeginTx(ctx, nil)
+func (l sqlLeases) inTx(ctx context.Context, serve func(ctx context.Context) []any) error {
+	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	req := r.WithContext(idemhttp.WithTx(ctx, tx))
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.ContentLength = int64(len(body))
-	m.next.ServeHTTP(rec, req)
-	if rec.Code >= 500 {
-		return nil // not stored; the deferred rollback undoes the effect
+	args := serve(idemhttp.WithTx(ctx, tx))
+	if args == nil {
+		return nil
 	}
-	header := codec.EncodeHeader(rec.Header())
-	expires := time.Now().Add(leaseKeep).UnixMicro()
-	res, err := tx.ExecContext(ctx, m.q.complete, int64(rec.Code), header, rec.Body.Bytes(), expires, key, token)
+	res, err := tx.ExecContext(ctx, l.q.complete, args...)
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("complete: %d rows, %v: the lease was lost", n, err)
+	n, err := res.RowsAffected()
+	if err := completed(n, err); err != nil {
+		return err
 	}
 	return tx.Commit()
+}
+
+// completed checks the count of rows the completion changed.
+func completed(n int64, err error) error {
+	if err != nil || n != 1 {
+		return fmt.Errorf("complete: %d rows, %v: the lease was lost", n, err)
+	}
+	return nil
+}
+
+func (l sqlLeases) release(ctx context.Context, key []byte, token int64) error {
+	_, err := l.db.ExecContext(ctx, l.q.release, key, token)
+	return err
 }
 
 // copyResponse sends a response held in memory.

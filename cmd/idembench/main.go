@@ -2,11 +2,17 @@
 // paths and the same work without idem side by side, on the same machine in
 // one run, and prints the rates and their ratios.
 //
-//	bash scripts/test -- go run ./cmd/idembench
-//	bash scripts/test -- go run ./cmd/idembench -db postgres -scenarios claimed,hand,plain,bare -duration 10s -rounds 5
-//	bash scripts/test -- go run ./cmd/idembench -db postgres,mariadb,mysql -scenarios claimed,hand,plain,replay \
+//	bash scripts/test -- go -C cmd/idembench run .
+//	bash scripts/test -- go -C cmd/idembench run . -db postgres -scenarios claimed,hand,plain,bare -duration 10s -rounds 5
+//	bash scripts/test -- go -C cmd/idembench run . -db postgres,mariadb,mysql -scenarios claimed,hand,plain,replay \
 //		-drivers pq,pgx,default,interpolate -commits fast,durable -rounds 5
-//	bash scripts/test -- go run ./cmd/idembench -db postgres,mariadb -scenarios http,lease -commits fast,durable -rounds 5
+//	bash scripts/test -- go -C cmd/idembench run . -db postgres,mariadb -scenarios http,lease -commits fast,durable -rounds 5
+//	bash scripts/test -- go -C cmd/idembench run . -db postgres -drivers pgx-native -scenarios claimed,plain,replay,http,lease \
+//		-commits fast,durable -rounds 5
+//
+// It is a module of its own, which requires idempgx as well as idem (the
+// root module does not), so it runs from its directory: go -C cmd/idembench
+// from the repository root.
 //
 // SQLite is always measured (a file in a temporary directory); PostgreSQL,
 // MariaDB and MySQL when IDEM_POSTGRES_DSN, IDEM_MARIADB_DSN and
@@ -41,6 +47,11 @@
 //     by an upsert in a statement of its own, then the handler's
 //     transaction, which stores the response; and "lease replay".
 //
+// Under the pgx-native driver setting the same scenarios select idempgx's
+// paths on a pgx pool, measured against the plain statements on that pool
+// and idem on database/sql with the same driver ("claimed sql", "replay
+// sql", "http sql"); native.go lists them.
+//
 // and these scenarios measure on their own:
 //
 //   - settings: claimed and replay under every driver setting.
@@ -57,17 +68,18 @@
 // and mode gives the median rate of each path with the rate of each round,
 // and under it the ratios between paths (claimed / plain, claimed / hand,
 // replay / claimed, replay / plain replay, http / lease, http replay / lease
-// replay, ...), each the median of the ratios of the rounds, with their
-// minimum and maximum: a ratio is always between paths measured in the same
-// round, with the same driver, DSN and commit mode.
+// replay, and on pgx-native claimed / claimed sql, replay / replay sql,
+// http / http sql, ...), each the median of the ratios of the rounds, with
+// their minimum and maximum: a ratio is always between paths measured in
+// the same round, with the same driver, DSN and commit mode.
 //
-// -drivers names driver settings: pq, pq-binary, pgx, pgx-exec and
-// pgx-simple on PostgreSQL; default (the DSN as it is, so database/sql
-// prepares each statement) and interpolate (interpolateParams=true) on
-// MariaDB and MySQL; sqlite; a setting of one database alone as
-// postgres/pq; main, the setting of the main comparison (pgx, interpolate),
-// which is the default; or all. A database none of whose settings is named
-// runs its main one.
+// -drivers names driver settings: pq, pq-binary, pgx, pgx-exec,
+// pgx-simple and pgx-native (idempgx on a pgx pool, see above) on
+// PostgreSQL; default (the DSN as it is, so database/sql prepares each
+// statement) and interpolate (interpolateParams=true) on MariaDB and MySQL;
+// sqlite; a setting of one database alone as postgres/pq; main, the
+// setting of the main comparison (pgx, interpolate), which is the default;
+// or all. A database none of whose settings is named runs its main one.
 //
 // -commits fast measures the servers as they run (scripts/test starts them
 // with commits that do not wait for the disk); durable switches them to
@@ -209,6 +221,11 @@ func run(ctx context.Context, c config) error {
 		if c.scenarios["claimstmt"] && k.name == "postgres" {
 			for _, s := range k.pick(c.drivers) {
 				v, _ := k.database(dir, s, commitFast)
+				if v.native {
+					// It times statements through database/sql.
+					fmt.Printf("\n%s: the claim statement alone is measured under the database/sql settings only\n", v.name)
+					continue
+				}
 				if err := measureClaimStatement(ctx, c, v); err != nil {
 					return fmt.Errorf("%s claim statement: %w", v.name, err)
 				}

@@ -62,11 +62,17 @@ func (b *bench) replay(ctx context.Context, key string) error {
 // WithLookupFirst and expects want: for Claimed, the lookup, then BEGIN,
 // claim, the effect, completion, COMMIT; for Replay, the lookup alone.
 func (b *bench) lookupFirstDoTx(ctx context.Context, key string, want idem.Outcome) error {
-	res, err := b.lookupFirst.DoTx(ctx, b.db, nil, key, reqHash[:], func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+	return b.doTx(ctx, b.lookupFirst, key, 1, want)
+}
+
+// doTx runs one request through s.DoTx, with an effect of n INSERTs, and
+// expects want.
+func (b *bench) doTx(ctx context.Context, s *idem.Store, key string, n int, want idem.Outcome) error {
+	res, err := s.DoTx(ctx, b.db, nil, key, reqHash[:], func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		if want != idem.Claimed {
 			return idem.Response{}, errors.New("the work ran on a replay")
 		}
-		return response, b.effect(ctx, tx, []byte(key), 1)
+		return response, b.effect(ctx, tx, []byte(key), n)
 	})
 	if err == nil && res.Outcome != want {
 		err = fmt.Errorf("outcome %v, want %v", res.Outcome, want)

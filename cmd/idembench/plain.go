@@ -46,10 +46,32 @@ func newPlainSQL(k *kind, table string) plainSQL {
 	return q
 }
 
+// plainClaimArgs are the claim's arguments for key k.
+func plainClaimArgs(k []byte, now, token int64) []any {
+	return []any{k, reqHash[:], now, now + (24 * time.Hour).Microseconds(), token}
+}
+
+// plainCompleteArgs are the completion's arguments for key k: the response
+// with its header encoded and its checksum, as idem stores them.
+func plainCompleteArgs(k []byte) []any {
+	header := codec.EncodeHeader(response.Header)
+	sum := codec.Checksum(k, reqHash[:], int64(response.Status), header, response.Body)
+	return []any{int64(response.Status), header, response.Body, sum[:], k}
+}
+
+// plainFinished checks that the record a plain replay read is the finished
+// request's.
+func plainFinished(hash []byte, status sql.NullInt64) error {
+	if !bytes.Equal(hash, reqHash[:]) || !status.Valid {
+		return fmt.Errorf("read: hash %x, status %v: not the finished request", hash, status)
+	}
+	return nil
+}
+
 // plainClaim inserts the record of key in tx, and reports whether it did:
 // false when the key has one.
 func (b *bench) plainClaim(ctx context.Context, tx *sql.Tx, k []byte, now, token int64) (bool, error) {
-	args := []any{k, reqHash[:], now, now + (24 * time.Hour).Microseconds(), token}
+	args := plainClaimArgs(k, now, token)
 	if b.plain.mysql {
 		r, err := tx.ExecContext(ctx, b.plain.claim, args...)
 		if err != nil {
@@ -86,9 +108,7 @@ func (b *bench) plainNew(ctx context.Context, key string, n int, token int64) er
 	if err := b.effect(ctx, tx, k, n); err != nil {
 		return err
 	}
-	header := codec.EncodeHeader(response.Header)
-	sum := codec.Checksum(k, reqHash[:], int64(response.Status), header, response.Body)
-	r, err := tx.ExecContext(ctx, b.plain.complete, int64(response.Status), header, response.Body, sum[:], k)
+	r, err := tx.ExecContext(ctx, b.plain.complete, plainCompleteArgs(k)...)
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
@@ -121,8 +141,8 @@ func (b *bench) plainReplay(ctx context.Context, key string) error {
 	if err := tx.QueryRowContext(ctx, b.plain.read, k).Scan(&hash, &status, &header, &body, &sum); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
-	if !bytes.Equal(hash, reqHash[:]) || !status.Valid {
-		return fmt.Errorf("read: hash %x, status %v: not the finished request", hash, status)
+	if err := plainFinished(hash, status); err != nil {
+		return err
 	}
 	return tx.Rollback()
 }

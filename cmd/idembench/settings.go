@@ -8,17 +8,22 @@ import (
 )
 
 // measureSettings compares the claimed and replay paths under each driver
-// setting, with the server's commits as they are.
+// setting, with the server's commits as they are: idem's on database/sql,
+// and idempgx's on the native setting (native.go).
 func measureSettings(ctx context.Context, c config, variants []database) error {
 	fmt.Println("\ndriver settings:")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "driver and setting\tclaimed/s\tp50\treplay/s\tp50\t")
 	for _, v := range variants {
-		cl, err := claimedPath.run(ctx, c, v)
+		claimed, replay := claimedPath, replayPath
+		if v.native {
+			claimed, replay = nativeClaimedPath, nativeReplayPath
+		}
+		cl, err := claimed.run(ctx, c, v)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		rp, err := replayPath.run(ctx, c, v)
+		rp, err := replay.run(ctx, c, v)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
