@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/idemgo/idem/internal/txn"
@@ -84,17 +83,24 @@ func (s *Store) findOn(ctx context.Context, db txn.DB, key []byte) (*record, err
 }
 
 // attemptOwned is one attempt of DoTx in a transaction that it begins on db.
-// Where the claim is one statement, it goes with the BEGIN, ClaimLost after
-// it, so that the answer of a key that has a record takes one round trip; the
-// completion goes with the COMMIT. A new key then costs BEGIN with the
-// claim, fn's statements, and the completion with COMMIT; a replay costs
-// BEGIN with the claim and a ROLLBACK.
+// Where the claim is one statement, it goes with the BEGIN, and the
+// completion goes with the COMMIT: a new key costs BEGIN with the claim,
+// fn's statements, and the completion with COMMIT.
+//
+// ClaimLost, which a claim that found a record needs, goes with the BEGIN too
+// when the Store never reads first (WithoutLookupFirst): every retry then
+// comes to the transaction, and costs two round trips, BEGIN with the claim
+// and ClaimLost, and ROLLBACK. Otherwise retries that are frequent are
+// answered by the read before the transaction, and a ClaimLost sent with
+// every claim would cost each new key more server time than it saves the
+// rare retry that comes to the transaction (docs/performance.md): that retry
+// sends ClaimLost on its own, a round trip more.
 func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find func(context.Context, []byte) (*record, error), v *values, fn func(context.Context, txn.Owned) (Response, error), late *[]int64) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	var first []txn.Query
 	if s.claimWrite.query == "" && s.setLockWait.query == "" {
 		var lost []any
-		if s.claimLost.query != "" {
+		if s.claimLost.query != "" && s.lookupFirst == lookupNever {
 			// args fills a buffer of v's, which the claim's arguments
 			// take below.
 			lost = append(lost, s.claimLost.args(v)...)
@@ -117,10 +123,10 @@ func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find func(context.C
 	var answer *claimAnswer
 	if len(rows) > 0 {
 		a := s.readClaim(rows[0].Scan, func(dest ...any) error {
-			if len(rows) < 2 {
-				return fmt.Errorf("idem: the driver answered %d of the claim's 2 statements", len(rows))
+			if len(rows) > 1 {
+				return rows[1].Scan(dest...)
 			}
-			return rows[1].Scan(dest...)
+			return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
 		})
 		answer = &a
 	}

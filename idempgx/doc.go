@@ -8,8 +8,10 @@
 // one table. Do claims a key in the caller's pgx.Tx. DoTx begins the
 // transaction itself, on a pool, and sends the claim in the round trip of
 // its BEGIN and the completion in the round trip of its COMMIT: a new key
-// whose Func sends one statement costs three round trips in all, and a
-// retry of a finished request two (BEGIN with the claim, and ROLLBACK). The
+// whose Func sends one statement costs three round trips in all. A retry
+// of a finished request costs two (BEGIN with the claim and the read of the
+// record, and ROLLBACK) with idem.WithoutLookupFirst, and one read outside
+// any transaction when the default policy reads first (see DoTx). The
 // completion sent with COMMIT fails, and the transaction commits nothing,
 // when it finds the claim gone, so that no effect commits without its
 // record.
