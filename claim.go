@@ -191,12 +191,17 @@ func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error
 	return s.scanRecord(q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan)
 }
 
-// findIn runs the lookup statement in tx.
-func (s *Store) findIn(ctx context.Context, tx txn.Tx, key []byte) (*record, error) {
+// findIn runs the lookup statement through q: a transaction, or a
+// database outside any.
+func (s *Store) findIn(ctx context.Context, q txn.Querier, key []byte) (*record, error) {
 	return s.scanRecord(func(dest ...any) error {
-		return tx.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
+		return q.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
 	})
 }
+
+// findFunc reads the record of a key outside any transaction, for DoTx's
+// read first and its settling of a lost commit; no record is a nil record.
+type findFunc func(ctx context.Context, key []byte) (*record, error)
 
 // scanRecord reads the row of the lookup statement, which scan scans; no
 // row is a nil record.

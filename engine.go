@@ -23,13 +23,7 @@ func (engine) Do(ctx context.Context, s *Store, tx txn.Tx, key string, reqHash [
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
-	if err := validateCall(key, reqHash, run == nil); err != nil {
-		return Result{}, err
-	}
-	start := s.startEvent()
-	res, wait, err := s.do(ctx, tx, s.newValues(key, reqHash), run)
-	s.endEvent(ctx, start, key, res, err, wait, 1)
-	return res, err
+	return s.doCall(ctx, tx, key, reqHash, run)
 }
 
 // DoTx is Store.DoTx on db; fn is the Func with the transaction the Store
@@ -41,7 +35,7 @@ func (engine) DoTx(ctx context.Context, s *Store, db txn.DB, key string, reqHash
 	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}
-	find := func(ctx context.Context, k []byte) (*record, error) { return s.findOn(ctx, db, k) }
+	find := func(ctx context.Context, k []byte) (*record, error) { return s.findIn(ctx, db, k) }
 	return s.runTx(ctx, key, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
 		return s.attemptOwned(ctx, db, find, s.newValues(key, reqHash), fn, late)
 	})
@@ -52,7 +46,7 @@ func (engine) Lookup(ctx context.Context, s *Store, db txn.DB, key string) (Resu
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
-	return s.lookupWith(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.findOn(ctx, db, k) }, key)
+	return s.lookupWith(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.findIn(ctx, db, k) }, key)
 }
 
 // Migrate is Store.Migrate on db.
@@ -75,13 +69,6 @@ func (engine) Refused(err error) (Response, bool) {
 	return Response{}, false
 }
 
-// findOn runs the lookup statement on db, outside any transaction.
-func (s *Store) findOn(ctx context.Context, db txn.DB, key []byte) (*record, error) {
-	return s.scanRecord(func(dest ...any) error {
-		return db.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
-	})
-}
-
 // attemptOwned is one attempt of DoTx in a transaction that it begins on db.
 // Where the claim is one statement, it goes with the BEGIN, and the
 // completion goes with the COMMIT: a new key costs BEGIN with the claim,
@@ -95,7 +82,7 @@ func (s *Store) findOn(ctx context.Context, db txn.DB, key []byte) (*record, err
 // every claim would cost each new key more server time than it saves the
 // rare retry that comes to the transaction (docs/performance.md): that retry
 // sends ClaimLost on its own, a round trip more.
-func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find func(context.Context, []byte) (*record, error), v *values, fn func(context.Context, txn.Owned) (Response, error), late *[]int64) (Result, time.Duration, error) {
+func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find findFunc, v *values, fn func(context.Context, txn.Owned) (Response, error), late *[]int64) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	var first []txn.Query
 	if s.claimWrite.query == "" && s.setLockWait.query == "" {

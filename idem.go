@@ -296,13 +296,23 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	if tx == nil {
 		return Result{}, fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
 	}
-	if err := validateCall(key, reqHash, fn == nil); err != nil {
+	var run func(context.Context) (Response, error)
+	if fn != nil {
+		run = func(ctx context.Context) (Response, error) { return fn(ctx, tx) }
+	}
+	return s.doCall(ctx, sqlTx{tx}, key, reqHash, run)
+}
+
+// doCall is Do on any driver's transaction tx, for a Store that was
+// checked: run is the Func with the driver's own transaction, nil for a nil
+// Func. It checks the other arguments and reports the call to the
+// observers.
+func (s *Store) doCall(ctx context.Context, tx txn.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
+	if err := validateCall(key, reqHash, run == nil); err != nil {
 		return Result{}, err
 	}
 	start := s.startEvent()
-	res, wait, err := s.do(ctx, sqlTx{tx}, s.newValues(key, reqHash), func(ctx context.Context) (Response, error) {
-		return fn(ctx, tx)
-	})
+	res, wait, err := s.do(ctx, tx, s.newValues(key, reqHash), run)
 	s.endEvent(ctx, start, key, res, err, wait, 1)
 	return res, err
 }

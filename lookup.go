@@ -28,7 +28,7 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 }
 
 // lookupWith is Lookup, reading the record with find.
-func (s *Store) lookupWith(ctx context.Context, find func(context.Context, []byte) (*record, error), key string) (Result, error) {
+func (s *Store) lookupWith(ctx context.Context, find findFunc, key string) (Result, error) {
 	if err := validateKey(key); err != nil {
 		return Result{}, err
 	}

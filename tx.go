@@ -54,11 +54,10 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}
-	return s.runTx(ctx, key, reqHash,
-		func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, db, k) },
-		func(late *[]int64) (Result, time.Duration, error) {
-			return s.attemptTx(ctx, db, opts, key, reqHash, fn, late)
-		})
+	find := func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, db, k) }
+	return s.runTx(ctx, key, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
+		return s.attemptTx(ctx, db, opts, find, key, reqHash, fn, late)
+	})
 }
 
 // runTx is DoTx after its arguments were checked, for any driver: find
@@ -67,7 +66,7 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 // while it answers ErrRetry, and reports the call to the observers and to
 // the lookup-first policy.
 func (s *Store) runTx(ctx context.Context, key string, reqHash []byte,
-	find func(context.Context, []byte) (*record, error),
+	find findFunc,
 	attempt func(late *[]int64) (Result, time.Duration, error),
 ) (Result, error) {
 	start := s.startEvent()
@@ -113,7 +112,7 @@ func (s *Store) runTx(ctx context.Context, key string, reqHash []byte,
 // read outside any transaction, when that record is live and finished; ok is
 // false when a transaction has to decide. A failed read is not an answer
 // either: the transaction meets the same trouble and reports it.
-func (s *Store) answerFinished(ctx context.Context, find func(context.Context, []byte) (*record, error), key string, reqHash []byte) (res Result, ok bool, err error) {
+func (s *Store) answerFinished(ctx context.Context, find findFunc, key string, reqHash []byte) (res Result, ok bool, err error) {
 	k := []byte(key)
 	rec, err := find(ctx, k)
 	if err != nil || rec == nil || !rec.finished || !rec.live(s.clock().UnixMicro()) {
@@ -130,7 +129,8 @@ func (s *Store) answerFinished(ctx context.Context, find func(context.Context, [
 // reached the server may still run after that lookup, so a record with one
 // of those tokens is this request's own: its response is answered as
 // Claimed, not as a Replay of some other request. attemptTx adds to it.
-func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func, late *[]int64) (Result, time.Duration, error) {
+// find reads the record on db, to settle a commit whose reply was lost.
+func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, find findFunc, key string, reqHash []byte, fn Func, late *[]int64) (Result, time.Duration, error) {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return Result{}, 0, s.wrap("begin", err)
@@ -153,7 +153,7 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 	}
 	committed = true // from here on, whatever Commit says, there is nothing to roll back
 	if cerr := tx.Commit(); cerr != nil {
-		res, err = s.commitFailed(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, db, k) }, v, res, cerr, late)
+		res, err = s.commitFailed(ctx, find, v, res, cerr, late)
 	}
 	return res, wait, err
 }
@@ -162,7 +162,7 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 // conflict, or a transaction that had ended, means nothing was committed;
 // any other failure leaves the outcome open, and resolveCommit settles it
 // with find. An attempt whose commit may yet land adds its token to late.
-func (s *Store) commitFailed(ctx context.Context, find func(context.Context, []byte) (*record, error), v *values, res Result, cerr error, late *[]int64) (Result, error) {
+func (s *Store) commitFailed(ctx context.Context, find findFunc, v *values, res Result, cerr error, late *[]int64) (Result, error) {
 	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
 		return Result{}, s.wrap("commit", cerr)
 	}
@@ -187,7 +187,7 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 // resolveCommit settles a commit whose reply was lost by looking the key up
 // with find, on a fresh connection: a record with the token of this
 // attempt's claim (v.token) can only be there if the commit went through.
-func (s *Store) resolveCommit(ctx context.Context, find func(context.Context, []byte) (*record, error), v *values, res Result, commitErr error) (Result, error) {
+func (s *Store) resolveCommit(ctx context.Context, find findFunc, v *values, res Result, commitErr error) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
 	rec, err := find(ctx, v.key)

@@ -15,16 +15,21 @@ type Row interface {
 	Scan(dest ...any) error
 }
 
+// Querier runs a statement that returns at most one row.
+type Querier interface {
+	// QueryRow runs query and scans its row into dest; no row is an error
+	// that matches sql.ErrNoRows. The row is scanned at once, so that no
+	// value of it outlives the call.
+	QueryRow(ctx context.Context, query string, args []any, dest ...any) error
+}
+
 // Tx is a transaction as a Store sends its statements through it. A
 // statement sent on a transaction that has ended returns an error that
 // matches sql.ErrTxDone.
 type Tx interface {
+	Querier
 	// Exec runs a statement and returns how many rows it affected.
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
-	// QueryRow runs a statement that returns at most one row and scans
-	// it into dest; no row is an error that matches sql.ErrNoRows. The row
-	// is scanned at once, so that no value of it outlives the call.
-	QueryRow(ctx context.Context, query string, args []any, dest ...any) error
 }
 
 // Query is one statement with its arguments.
@@ -49,11 +54,10 @@ type Owned interface {
 
 // DB is a database a Store begins its own transactions on.
 type DB interface {
+	// Querier runs its statements on their own, outside any transaction.
+	Querier
 	// Exec runs a statement on its own, outside any transaction.
 	Exec(ctx context.Context, query string) error
-	// QueryRow runs a statement on its own, outside any transaction, as
-	// Tx.QueryRow does.
-	QueryRow(ctx context.Context, query string, args []any, dest ...any) error
 	// Begin begins a transaction and runs first in it, in the round trip
 	// of the BEGIN where the driver can; the rows answer first, in order.
 	// The caller may leave a row unread, and must read them in order.
