@@ -76,8 +76,14 @@ const (
 //	checksum      the checksum of the stored response
 //	token         the claim that wrote the record, a nonzero number; 0 in
 //	              records written before the column existed
+//	phase         for a multi-step request (Store.Run), its recovery point:
+//	              the last step committed; NULL in Do's records
+//	lease_until   for a multi-step request, until when its runner owns it,
+//	              in microseconds since the Unix epoch; NULL in Do's records
 //
-// A dialect may add columns of its own.
+// No statement of a dialect's reads or writes phase and lease_until; the
+// built-in dialects have statements of their own for Run. A dialect may add
+// columns of its own.
 //
 // Parameters are written {name} in the SQL, and New replaces them with the
 // dialect's placeholders. The parameters are {key}, {request_hash},
@@ -196,6 +202,11 @@ const (
 	paramLimit
 	paramToken
 	paramLockID
+	// The parameters of multi-step requests (steps_sql.go), which no
+	// Statements field binds.
+	paramPhase
+	paramLeaseUntil
+	paramPrevToken
 )
 
 // paramNames are the names of the parameters in SQL, as {name}.
@@ -212,6 +223,9 @@ var paramNames = [...]string{
 	paramLimit:       "limit",
 	paramToken:       "token",
 	paramLockID:      "lock_id",
+	paramPhase:       "phase",
+	paramLeaseUntil:  "lease_until",
+	paramPrevToken:   "prev_token",
 }
 
 func paramByName(name string) (param, bool) {
@@ -232,6 +246,8 @@ type values struct {
 	now                    int64
 	limit                  int64
 	token, lockID          int64
+	phase                  string // a multi-step request's recovery point
+	leaseUntil, prevToken  int64  // its lease, and the token it takes over
 
 	// argBuf holds the arguments of the statement being sent, which
 	// database/sql copies before the call returns, and keyArg the key
@@ -267,6 +283,12 @@ func (v *values) get(p param) any {
 		return v.limit
 	case paramToken:
 		return v.token
+	case paramPhase:
+		return v.phase
+	case paramLeaseUntil:
+		return v.leaseUntil
+	case paramPrevToken:
+		return v.prevToken
 	default:
 		return v.lockID
 	}

@@ -83,9 +83,36 @@ func (mysqlFamily) Schema(table string) []string {
 	header       MEDIUMBLOB     NULL,
 	body         LONGBLOB       NULL,
 	checksum     VARBINARY(32)  NULL,
+	phase        VARBINARY(64)  NULL,
+	lease_until  BIGINT         NULL,
 	PRIMARY KEY (` + "`key`" + `),
 	KEY ` + "`" + bare + "_expires_at`" + ` (expires_at)
 ) ENGINE=InnoDB`}
+}
+
+// upgrades adds the columns that tables made by earlier versions lack: the
+// phase and lease of multi-step requests (the family's first table had the
+// token already). Each goes at the end of the table, so they come in the
+// order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
+// only the check keeps a second run from adding a column twice; a table
+// named without its database is in the session's, DATABASE().
+func (mysqlFamily) upgrades(table string) []upgrade {
+	t, bare := quoteTable(table, '`')
+	schema := "DATABASE()"
+	if s, _, ok := strings.Cut(table, "."); ok {
+		schema = "'" + s + "'"
+	}
+	column := func(name, def string) upgrade {
+		return upgrade{
+			check: `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ` + schema +
+				` AND TABLE_NAME = '` + bare + `' AND COLUMN_NAME = '` + name + `'`,
+			apply: `ALTER TABLE ` + t + ` ADD COLUMN ` + name + ` ` + def,
+		}
+	}
+	return []upgrade{
+		column("phase", "VARBINARY(64) NULL"),
+		column("lease_until", "BIGINT NULL"),
+	}
 }
 
 // mysqlRecord lists the record columns.

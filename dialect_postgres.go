@@ -44,19 +44,31 @@ func (postgres) Schema(table string) []string {
 	header       bytea,
 	body         bytea,
 	checksum     bytea,
-	token        bigint  NOT NULL DEFAULT 0
+	token        bigint  NOT NULL DEFAULT 0,
+	phase        text,
+	lease_until  bigint
 )`,
 		`CREATE INDEX IF NOT EXISTS "` + bare + `_expires_at" ON ` + t + ` (expires_at)`,
 	}
 }
 
-// upgrades adds the token column to tables made before it existed.
+// upgrades adds the columns that tables made by earlier versions lack: the
+// token that guards Complete and Abandon, then the phase and lease of
+// multi-step requests. Each goes at the end of the table, so they come in
+// the order of a new table's columns.
 func (postgres) upgrades(table string) []upgrade {
 	t, _ := quoteTable(table, '"')
-	return []upgrade{{
-		check: `SELECT count(*) FROM pg_attribute WHERE attrelid = '` + t + `'::regclass AND attname = 'token' AND NOT attisdropped`,
-		apply: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0`,
-	}}
+	column := func(name, def string) upgrade {
+		return upgrade{
+			check: `SELECT count(*) FROM pg_attribute WHERE attrelid = '` + t + `'::regclass AND attname = '` + name + `' AND NOT attisdropped`,
+			apply: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS ` + name + ` ` + def,
+		}
+	}
+	return []upgrade{
+		column("token", "bigint NOT NULL DEFAULT 0"),
+		column("phase", "text"),
+		column("lease_until", "bigint"),
+	}
 }
 
 func (postgres) Statements(table string, _ time.Duration) Statements {

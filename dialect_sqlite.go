@@ -49,23 +49,35 @@ func (sqlite) Schema(table string) []string {
 	header       BLOB,
 	body         BLOB,
 	checksum     BLOB,
-	token        INTEGER NOT NULL DEFAULT 0
+	token        INTEGER NOT NULL DEFAULT 0,
+	phase        TEXT,
+	lease_until  INTEGER
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + index + ` ON "` + bare + `" (expires_at)`,
 	}
 }
 
-// upgrades adds the token column to tables made before it existed.
+// upgrades adds the columns that tables made by earlier versions lack: the
+// token that guards Complete and Abandon, then the phase and lease of
+// multi-step requests. Each goes at the end of the table, so they come in
+// the order of a new table's columns.
 func (sqlite) upgrades(table string) []upgrade {
 	t, bare := quoteTable(table, '"')
 	schema := "main"
 	if s, _, ok := strings.Cut(table, "."); ok {
 		schema = s
 	}
-	return []upgrade{{
-		check: `SELECT count(*) FROM pragma_table_info('` + bare + `', '` + schema + `') WHERE name = 'token'`,
-		apply: `ALTER TABLE ` + t + ` ADD COLUMN token INTEGER NOT NULL DEFAULT 0`,
-	}}
+	column := func(name, def string) upgrade {
+		return upgrade{
+			check: `SELECT count(*) FROM pragma_table_info('` + bare + `', '` + schema + `') WHERE name = '` + name + `'`,
+			apply: `ALTER TABLE ` + t + ` ADD COLUMN ` + name + ` ` + def,
+		}
+	}
+	return []upgrade{
+		column("token", "INTEGER NOT NULL DEFAULT 0"),
+		column("phase", "TEXT"),
+		column("lease_until", "INTEGER"),
+	}
 }
 
 func (sqlite) Statements(table string, _ time.Duration) Statements {

@@ -73,6 +73,17 @@ var (
 	// effect may or may not have been committed: send the same request
 	// again with the same key later, and it will either replay or run.
 	ErrCommitUnknown = errors.New("idem: commit outcome unknown")
+
+	// ErrLeaseLost is returned by Run when the lease of its multi-step
+	// request ran out and another call took the request over: the phase
+	// that found it out was rolled back, and the request goes on with its
+	// new runner.
+	ErrLeaseLost = errors.New("idem: multi-step request taken over")
+
+	// ErrNoSteps is returned by Run when the Store's dialect has no
+	// statements for multi-step requests: only the built-in dialects have
+	// them.
+	ErrNoSteps = errors.New("idem: dialect without multi-step requests")
 )
 
 // retryError marks a driver error as one the transaction cannot survive. It

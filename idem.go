@@ -127,6 +127,10 @@ type Store struct {
 	// claimLost is empty where the claim returns the record it lost to.
 	claimLost statement
 	tokens    atomic.Uint64
+	// steps holds the statements of multi-step requests, nil where the
+	// dialect has none; lease is WithLease's.
+	steps *stepStatements
+	lease time.Duration
 }
 
 // New returns a Store that keeps records with dialect d. It validates the
@@ -155,6 +159,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		observers:        c.observers,
 		lookupFirst:      c.lookupFirst,
 		schema:           d.Schema(c.table),
+		lease:            c.lease,
 	}
 	st := d.Statements(c.table, c.lockTimeout)
 	record := []param{paramKey, paramRequestHash, paramCreatedAt, paramExpiresAt}
@@ -200,6 +205,11 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	if (s.setLockWait.query == "") != (s.resetLockWait.query == "") {
 		return nil, fmt.Errorf("%w: %s dialect sets one of SetLockWait and ResetLockWait: set both or neither", ErrInvalidArgument, d.Name())
 	}
+	steps, err := bindSteps(d, c.table)
+	if err != nil {
+		return nil, err
+	}
+	s.steps = steps
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("idem: seeding claim tokens: %w", err)

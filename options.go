@@ -25,6 +25,10 @@ const (
 	// DefaultMaxResponseBytes is the largest response a Store keeps unless
 	// WithMaxResponseBytes says otherwise: 1 MiB of body and header.
 	DefaultMaxResponseBytes = 1 << 20
+
+	// DefaultLease is how long a runner of a multi-step request owns it
+	// after its last phase committed, unless WithLease says otherwise.
+	DefaultLease = time.Minute
 )
 
 // An Option configures a Store in New.
@@ -38,6 +42,7 @@ type config struct {
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
 	lookupFirst      lookupPolicy
+	lease            time.Duration
 }
 
 func defaultConfig() config {
@@ -47,6 +52,24 @@ func defaultConfig() config {
 		lockTimeout:      DefaultLockTimeout,
 		clock:            time.Now,
 		maxResponseBytes: DefaultMaxResponseBytes,
+		lease:            DefaultLease,
+	}
+}
+
+// WithLease sets how long the runner of a multi-step request (see Store.Run)
+// owns it without showing signs of life: each phase that commits renews the
+// lease for d. While it lasts, a retry of the request answers InFlight;
+// once it has run out, a retry takes the request over and resumes it, and
+// the old runner's next phase fails with ErrLeaseLost. Make d longer than
+// the slowest step, foreign calls included. The default is DefaultLease,
+// one minute; d must be at least a millisecond.
+func WithLease(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("%w: lease %v, want at least 1ms", ErrInvalidArgument, d)
+		}
+		c.lease = d
+		return nil
 	}
 }
 

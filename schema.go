@@ -16,12 +16,13 @@ func (s *Store) Schema() []string {
 }
 
 // Migrate creates the table and its index if they are missing, and brings a
-// table made by an earlier version of this package up to date: on
-// PostgreSQL and SQLite it adds the token column that guards Complete and
-// Abandon (see Statements), which older tables lack. Records already in the
-// table keep working. Running it again does nothing.
+// table made by an earlier version of this package up to date by adding the
+// columns that older tables lack: on PostgreSQL and SQLite the token column
+// that guards Complete and Abandon (see Statements), and on every built-in
+// dialect the phase and lease_until columns of multi-step requests. Records
+// already in the table keep working. Running it again does nothing.
 //
-// Adding the column takes a lock on the whole table for a moment (on
+// Adding a column takes a lock on the whole table for a moment (on
 // PostgreSQL it waits for the transactions that use the table to end, and
 // holds back the ones that come after); run it at deploy time. Migration
 // tools get the same change from the files in the module's migrations

@@ -1,0 +1,440 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Step is one step of a multi-step request (see Store.Run): a local phase,
+// made with Phase or Final, or a call to another system, made with Call.
+// The zero Step is not a step; Run refuses it.
+type Step struct {
+	name  string
+	phase func(ctx context.Context, tx *sql.Tx) error
+	final Func
+	call  func(ctx context.Context, callKey string) error
+}
+
+// Phase is a local step: fn runs in a transaction of its own, which Run
+// commits with fn's writes and the request's new recovery point, name. A
+// retry that resumes the request never runs a committed phase again. fn
+// may end the request early by returning Finish(resp): its writes commit
+// with resp as the final response.
+func Phase(name string, fn func(ctx context.Context, tx *sql.Tx) error) Step {
+	return Step{name: name, phase: fn}
+}
+
+// Final is the last step of every multi-step request: a phase whose
+// response is stored, in its transaction, as the request's final response,
+// and replayed as Do replays.
+func Final(name string, fn Func) Step { return Step{name: name, final: fn} }
+
+// Call is a step that calls another system, between two phases and
+// outside any transaction. fn gets callKey, CallKey(key, name), to send as
+// its idempotency key: a call runs again when the request is resumed before
+// the next phase committed, and the other system must then answer it as a
+// retry. Whatever a later step needs from the answer, the next phase
+// stores. fn may end the request by returning Finish(resp), as for a
+// declined card: resp is stored as the final response in a transaction of
+// its own.
+func Call(name string, fn func(ctx context.Context, callKey string) error) Step {
+	return Step{name: name, call: fn}
+}
+
+// Finish ends a multi-step request early, from a Phase or a Call, with resp
+// as its final response (see there). Returned from a Func, it is an
+// ordinary error.
+func Finish(resp Response) error { return &finish{resp: resp} }
+
+type finish struct{ resp Response }
+
+func (f *finish) Error() string {
+	return fmt.Sprintf("idem: request finished early with status %d", f.resp.Status)
+}
+
+// CallKey returns the idempotency key that the step named step of the
+// request with key sends to another system: "idem-" followed by the first
+// 16 bytes, in lower-case hex, of the SHA-256 of key, a zero byte and step.
+// It is stable across versions, so that any service can compute it, and
+// says nothing of key.
+func CallKey(key, step string) string {
+	h := sha256.New()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write([]byte(step))
+	return "idem-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// MaxStepNameBytes is the longest step name, stored as the recovery point.
+const MaxStepNameBytes = 64
+
+// never is the expiry of an unfinished multi-step request: Purge and the
+// takeover of expired keys leave it alone until it finishes.
+const never = math.MaxInt64
+
+// Run runs a request made of several steps, for work that calls other
+// systems (a payment provider, a mail service) and so cannot live in one
+// transaction. Its steps run in order: each Phase in a transaction of its
+// own that commits with the request's recovery point, each Call between
+// them, and the Final phase, whose response is stored with the record of
+// key and replayed as Do replays.
+//
+// Run answers as DoTx does: Claimed when this call ran the request to its
+// end, Replay, Mismatch, or InFlight while another call runs it. A retry of
+// an unfinished request resumes it after its last committed phase, and
+// never runs a committed phase again. When a step fails, Run returns its
+// error and gives up its lease, so that a retry resumes at once; the
+// request stays unfinished. When the call that ran it died instead, a retry
+// takes it over once its lease has run out (see WithLease).
+//
+// The record is committed with the first transaction, before any step, and
+// it does not expire while the request is unfinished: Purge and the
+// takeover of expired keys leave it alone. A finished request is kept for
+// the retention window (WithRetention) from when it finished. Do and DoTx
+// answer InFlight for a key whose request is unfinished.
+//
+// The steps' names must be distinct, of letters, digits, '.', '_' and '-',
+// at most MaxStepNameBytes long; the last step, and only it, is a Final.
+// Resuming needs the steps of the run that began the request, up to its
+// recovery point: rename or remove a step only once no request is
+// unfinished past it.
+func (s *Store) Run(ctx context.Context, db *sql.DB, key string, reqHash []byte, steps ...Step) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	if db == nil {
+		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	if err := validateCall(key, reqHash, false); err != nil {
+		return Result{}, err
+	}
+	if err := validateSteps(steps); err != nil {
+		return Result{}, err
+	}
+	if s.steps == nil {
+		return Result{}, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
+	}
+	start := s.startEvent()
+	r := &stepRun{s: s, db: db, key: key, reqHash: reqHash, steps: steps}
+	res, err := r.run(ctx)
+	if err != nil {
+		res = Result{}
+	}
+	s.endEvent(ctx, start, key, res, err, 0, 1)
+	return res, err
+}
+
+func validateSteps(steps []Step) error {
+	if len(steps) == 0 {
+		return fmt.Errorf("%w: no steps", ErrInvalidArgument)
+	}
+	seen := make(map[string]bool, len(steps))
+	for i, st := range steps {
+		if err := validateStepName(st.name); err != nil {
+			return fmt.Errorf("%w: step %d: %w", ErrInvalidArgument, i, err)
+		}
+		if seen[st.name] {
+			return fmt.Errorf("%w: two steps named %q", ErrInvalidArgument, st.name)
+		}
+		seen[st.name] = true
+		switch {
+		case st.phase == nil && st.final == nil && st.call == nil:
+			return fmt.Errorf("%w: step %q has no function", ErrInvalidArgument, st.name)
+		case (st.final != nil) != (i == len(steps)-1):
+			return fmt.Errorf("%w: step %q: the last step, and only it, must be a Final", ErrInvalidArgument, st.name)
+		}
+	}
+	return nil
+}
+
+func validateStepName(name string) error {
+	if len(name) == 0 || len(name) > MaxStepNameBytes {
+		return fmt.Errorf("name of %d bytes, want 1 to %d", len(name), MaxStepNameBytes)
+	}
+	for _, c := range []byte(name) {
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("name %q: want letters, digits, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}
+
+// stepRun is one call of Run.
+type stepRun struct {
+	s       *Store
+	db      *sql.DB
+	key     string
+	reqHash []byte
+	steps   []Step
+	// v holds the values of the claim that owns the request, once it
+	// does: its token fences every phase.
+	v *values
+}
+
+// run takes the request, or answers from its record, and runs its steps
+// from where it stands.
+func (r *stepRun) run(ctx context.Context) (Result, error) {
+	t, err := retrying(ctx, r.begin)
+	if err != nil || t.res.Outcome != Claimed {
+		return t.res, err
+	}
+	res := t.res
+	for _, st := range r.steps[t.next:] {
+		var resp *Response
+		if st.call != nil {
+			err = st.call(ctx, CallKey(r.key, st.name))
+			var f *finish
+			if errors.As(err, &f) {
+				resp, err = retrying(ctx, r.phase(st.name, func(context.Context, *sql.Tx) (*Response, error) {
+					return &f.resp, nil
+				}))
+			} else if err != nil {
+				err = fmt.Errorf("idem: step %q: %w", st.name, err)
+			}
+		} else {
+			resp, err = retrying(ctx, r.phase(st.name, st.run))
+		}
+		if err != nil {
+			r.release(ctx)
+			return Result{}, err
+		}
+		if resp != nil {
+			res.Response = *resp
+			res.ExpiresAt = time.UnixMicro(r.v.expiresAt)
+			return res, nil
+		}
+	}
+	return Result{}, fmt.Errorf("idem: step %q stored no response", r.steps[len(r.steps)-1].name)
+}
+
+// run runs the function of a Phase or Final step in tx, and returns the
+// final response, if the step gave one.
+func (st Step) run(ctx context.Context, tx *sql.Tx) (*Response, error) {
+	if st.final != nil {
+		resp, err := st.final(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	}
+	err := st.phase(ctx, tx)
+	var f *finish
+	if errors.As(err, &f) {
+		return &f.resp, nil
+	}
+	return nil, err
+}
+
+// retrying runs f, one transaction of a request, again while it fails with
+// ErrRetry, as DoTx runs its attempts.
+func retrying[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		t, err := f(ctx)
+		if !errors.Is(err, ErrRetry) || attempt == maxAttempts {
+			return t, err
+		}
+		pause := min(retryBase<<attempt, retryMax)
+		if serr := sleep(ctx, rand.N(pause)+time.Millisecond); serr != nil {
+			return t, errors.Join(serr, err)
+		}
+	}
+}
+
+// taken is what the first transaction of Run found: the outcome, and,
+// when it is Claimed, the step to run next.
+type taken struct {
+	res  Result
+	next int
+}
+
+// begin is the first transaction of Run. It claims the key as Do does,
+// and marks a new record as a multi-step request under this call's lease;
+// or it finds an unfinished request whose lease has run out and takes it
+// over, with a token of its own, to resume it after its recovery point.
+func (r *stepRun) begin(ctx context.Context) (taken, error) {
+	s := r.s
+	v := s.newValues(r.key, r.reqHash)
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return taken{}, s.wrap("begin", err)
+	}
+	defer tx.Rollback()
+	res, claimed, err := s.claimKey(ctx, sqlTx{tx}, v, nil)
+	if err != nil || (!claimed && res.Outcome != InFlight) {
+		return taken{res: res}, err
+	}
+	now := s.clock().UnixMicro()
+	v.leaseUntil = addMicros(now, s.lease.Microseconds())
+	next := 0
+	if claimed {
+		v.expiresAt = never
+		n, err := r.exec(ctx, tx, s.steps.start, v)
+		if err != nil {
+			return taken{}, s.wrap("start", err)
+		}
+		if n != 1 {
+			return taken{}, errClaimGone("start")
+		}
+	} else {
+		p, err := r.progress(ctx, tx, v)
+		if err != nil || p == nil || p.leaseUntil > now {
+			return taken{res: res}, err // held by a live runner, or a plain Do in flight
+		}
+		if next, err = r.resumeAt(p.phase); err != nil {
+			return taken{}, err
+		}
+		v.prevToken, v.now = p.token, now
+		n, err := r.exec(ctx, tx, s.steps.takeover, v)
+		if err != nil {
+			return taken{}, s.wrap("take over", err)
+		}
+		if n != 1 {
+			return taken{res: res}, nil // another call took it first
+		}
+		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: v.token}
+	}
+	if err := tx.Commit(); err != nil {
+		return taken{}, s.wrap("commit", err)
+	}
+	v.prevToken = v.token
+	r.v = v
+	res.token, res.ExpiresAt = v.token, time.Time{}
+	return taken{res: res, next: next}, nil
+}
+
+// progress is where an unfinished multi-step request stands.
+type progress struct {
+	phase                        string
+	leaseUntil, token, createdAt int64
+}
+
+// progress reads the progress of v's key in tx: nil when the key has no
+// unfinished multi-step request that tx can see.
+func (r *stepRun) progress(ctx context.Context, tx *sql.Tx, v *values) (*progress, error) {
+	var (
+		p     progress
+		phase sql.NullString
+		lease sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx, r.s.steps.progress.query, r.s.steps.progress.args(v)...).Scan(&phase, &lease, &p.token, &p.createdAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, r.s.wrap("read progress", err)
+	}
+	p.phase, p.leaseUntil = phase.String, lease.Int64
+	return &p, nil
+}
+
+// resumeAt returns the index of the step after the recovery point phase;
+// "" is the start, before any step.
+func (r *stepRun) resumeAt(phase string) (int, error) {
+	if phase == "" {
+		return 0, nil
+	}
+	for i, st := range r.steps {
+		if st.name == phase {
+			return i + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: the request stands at step %q, which is not one of the steps given", ErrInvalidArgument, phase)
+}
+
+// phase returns one attempt of the transaction of step name. It waits
+// for the key's lock where the dialect has one; takes the request with a
+// new token, renewing the lease, provided it is still this call's; runs
+// body; then moves the recovery point to name, or stores the final
+// response if body gave one, under the new token, which finds the record
+// only if the transaction is still the one that began; and commits.
+func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Response, error)) func(context.Context) (*Response, error) {
+	return func(ctx context.Context) (*Response, error) {
+		s, v := r.s, r.v
+		tx, err := r.db.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, s.wrap("begin", err)
+		}
+		defer tx.Rollback()
+		if s.steps.lock.query != "" {
+			if _, err := r.exec(ctx, tx, s.steps.lock, v); err != nil {
+				return nil, s.wrap("lock", err)
+			}
+		}
+		held := v.token
+		v.prevToken, v.token = held, s.newToken()
+		committed := false
+		defer func() {
+			if !committed { // release tries both: a failed commit may have landed
+				v.token, v.prevToken = held, v.token
+			}
+		}()
+		now := s.clock().UnixMicro()
+		v.phase, v.leaseUntil = name, addMicros(now, s.lease.Microseconds())
+		if n, err := r.exec(ctx, tx, s.steps.advance, v); err != nil || n != 1 {
+			return nil, stepError("step "+name, err, s)
+		}
+		resp, err := body(ctx, tx)
+		if err != nil {
+			return nil, s.wrap(fmt.Sprintf("step %q", name), err)
+		}
+		end := s.steps.mark
+		if resp != nil {
+			if err := s.prepareResponse(v, *resp); err != nil {
+				return nil, err
+			}
+			v.expiresAt = addMicros(now, s.retention)
+			end = s.steps.finish
+		}
+		if n, err := r.exec(ctx, tx, end, v); err != nil || n != 1 {
+			if err == nil {
+				err = fmt.Errorf("%w: the transaction of step %q ended before the step did; nothing of it was stored", ErrRetry, name)
+			}
+			return nil, s.wrap(fmt.Sprintf("step %q", name), err)
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, s.wrap("commit step "+name, err)
+		}
+		committed = true
+		return resp, nil
+	}
+}
+
+// release gives up this call's lease after a step failed, so that a retry
+// can resume the request at once. It runs even if ctx is done; if it
+// fails, the lease runs out by itself.
+func (r *stepRun) release(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	r.v.now = r.s.clock().UnixMicro()
+	_, _ = r.exec(ctx, r.db, r.s.steps.release, r.v)
+}
+
+// exec runs st with v's values on q, a transaction or the database, and
+// returns the rows it affected.
+func (r *stepRun) exec(ctx context.Context, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, st statement, v *values) (int64, error) {
+	res, err := q.ExecContext(ctx, st.query, st.args(v)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// stepError is the error of the statement that fences a phase: without an
+// error of its own, it changed no row, and the request is no longer this
+// call's.
+func stepError(op string, err error, s *Store) error {
+	if err != nil {
+		return s.wrap(op, err)
+	}
+	return fmt.Errorf("idem: %s: %w", op, ErrLeaseLost)
+}

@@ -1,0 +1,336 @@
+package idem_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// order is a multi-step request of the tests: a phase that records the
+// order, a call to a payment provider, a phase that records the charge, and
+// a final phase that confirms. Each phase writes one effect row noted with
+// its name; the provider counts its calls and remembers the keys it got.
+type order struct {
+	e   *env
+	key string
+	// charge, when set, answers the provider's call instead of success.
+	charge func(ctx context.Context, callKey string) error
+
+	mu       sync.Mutex
+	callKeys []string
+}
+
+var orderResponse = idem.Response{Status: http.StatusCreated, Header: http.Header{"Location": {"/orders/7"}}, Body: []byte(`{"id":7}`)}
+
+func (o *order) phase(name string) func(context.Context, *sql.Tx) error {
+	return func(ctx context.Context, tx *sql.Tx) error {
+		return o.e.Effects.Insert(ctx, tx, o.key, name)
+	}
+}
+
+func (o *order) steps() []idem.Step {
+	return []idem.Step{
+		idem.Phase("order", o.phase("order")),
+		idem.Call("charge", func(ctx context.Context, callKey string) error {
+			o.mu.Lock()
+			o.callKeys = append(o.callKeys, callKey)
+			o.mu.Unlock()
+			if o.charge != nil {
+				return o.charge(ctx, callKey)
+			}
+			return nil
+		}),
+		idem.Phase("charged", o.phase("charged")),
+		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			return orderResponse, o.phase("confirm")(ctx, tx)
+		}),
+	}
+}
+
+func (o *order) run(t *testing.T, hash []byte) (idem.Result, error) {
+	t.Helper()
+	return o.e.Store.Run(context.Background(), o.e.DB, o.key, hash, o.steps()...)
+}
+
+// calls returns the keys the provider was called with.
+func (o *order) calls() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.callKeys...)
+}
+
+// wantPhases checks that each phase of the order committed its effect
+// exactly the given number of times.
+func (o *order) wantPhases(t *testing.T, want map[string]int) {
+	t.Helper()
+	notes := o.e.Effects.Notes(t)[o.key]
+	got := map[string]int{}
+	for _, n := range notes {
+		got[n]++
+	}
+	for _, name := range []string{"order", "charged", "confirm"} {
+		if got[name] != want[name] {
+			t.Errorf("phase %s committed %d times, want %d (all effects: %v)", name, got[name], want[name], notes)
+		}
+	}
+}
+
+// TestRunSteps runs a multi-step request to its end, then asks again: the
+// same request replays the stored response without running a step, a
+// different one is a Mismatch, and Do answers from the same record.
+func TestRunSteps(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg)
+		o := &order{e: e, key: "order-1"}
+		res, err := o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Claimed)
+		sameResponse(t, res.Response, orderResponse)
+		if res.CreatedAt.IsZero() || !res.ExpiresAt.After(res.CreatedAt) {
+			t.Errorf("created %v, expires %v", res.CreatedAt, res.ExpiresAt)
+		}
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		if calls := o.calls(); len(calls) != 1 || calls[0] != idem.CallKey(o.key, "charge") {
+			t.Errorf("provider called with %q, want once with CallKey", calls)
+		}
+
+		res, err = o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, orderResponse)
+		res, err = o.run(t, hashB)
+		wantOutcome(t, res, err, idem.Mismatch)
+		res, err = e.Do(t, o.key, hashA, mustNotRun(t), true)
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, orderResponse)
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		if n := len(o.calls()); n != 1 {
+			t.Errorf("provider called %d times, want 1", n)
+		}
+	})
+}
+
+// TestRunResumes fails the call to the provider once: Run returns its
+// error with the first phase committed, and the retry resumes after it,
+// calling the provider again with the same key and never running the
+// committed phase again.
+func TestRunResumes(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg)
+		o := &order{e: e, key: "order-2"}
+		down := errors.New("provider unreachable")
+		o.charge = func(context.Context, string) error { return down }
+		if _, err := o.run(t, hashA); !errors.Is(err, down) {
+			t.Fatalf("Run: %v, want the provider's error", err)
+		}
+		o.wantPhases(t, map[string]int{"order": 1})
+
+		// Given up at once: the retry need not wait for the lease.
+		o.charge = nil
+		res, err := o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Claimed)
+		sameResponse(t, res.Response, orderResponse)
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		calls := o.calls()
+		if len(calls) != 2 || calls[0] != calls[1] {
+			t.Errorf("provider called with %q, want twice with one key", calls)
+		}
+	})
+}
+
+// TestRunFinishEarly ends a request from its call, as for a declined card:
+// the response is stored and replayed, and the later phases never run.
+func TestRunFinishEarly(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg)
+		o := &order{e: e, key: "order-3"}
+		declined := idem.Response{Status: http.StatusPaymentRequired, Body: []byte("card declined")}
+		o.charge = func(context.Context, string) error { return idem.Finish(declined) }
+		res, err := o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Claimed)
+		sameResponse(t, res.Response, declined)
+		res, err = o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, declined)
+		o.wantPhases(t, map[string]int{"order": 1})
+		if n := len(o.calls()); n != 1 {
+			t.Errorf("provider called %d times, want 1", n)
+		}
+	})
+}
+
+// clock is a Store's clock that a test moves forward.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// held is a call to the provider that a test holds until it lets go,
+// and the Run that made it, in a goroutine of its own.
+type held struct {
+	inCall, release chan struct{}
+	called, let     sync.Once
+	done            chan runResult
+}
+
+type runResult struct {
+	res idem.Result
+	err error
+}
+
+// holdRun starts o's Run with its call held, and returns once the call is
+// made. The call is let go at the end of the test if not before.
+func holdRun(t *testing.T, o *order) *held {
+	t.Helper()
+	h := &held{inCall: make(chan struct{}), release: make(chan struct{}), done: make(chan runResult, 1)}
+	o.charge = func(context.Context, string) error {
+		h.called.Do(func() { close(h.inCall) })
+		<-h.release
+		return nil
+	}
+	t.Cleanup(h.letGo)
+	go func() {
+		res, err := o.e.Store.Run(context.Background(), o.e.DB, o.key, hashA, o.steps()...)
+		h.done <- runResult{res, err}
+	}()
+	select {
+	case <-h.inCall:
+	case r := <-h.done:
+		t.Fatalf("the Run ended before its call: %v, %v", r.res.Outcome, r.err)
+	}
+	return h
+}
+
+func (h *held) letGo() { h.let.Do(func() { close(h.release) }) }
+
+// finish lets the call go and returns what the Run answered.
+func (h *held) finish() (idem.Result, error) {
+	h.letGo()
+	r := <-h.done
+	return r.res, r.err
+}
+
+// TestRunLease holds a request in its call: meanwhile a duplicate is
+// InFlight, through Run and through Do. Once the lease has run out, a
+// retry takes the request over and holds it in the same call; the first
+// runner, when its call returns, can no longer commit a phase; the second
+// finishes the request from its recovery point.
+func TestRunLease(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now), idem.WithLease(time.Minute))
+		first := &order{e: e, key: "order-4"}
+		h1 := holdRun(t, first)
+
+		second := &order{e: e, key: first.key}
+		res, err := second.run(t, hashA)
+		wantOutcome(t, res, err, idem.InFlight)
+		res, err = e.Do(t, first.key, hashA, mustNotRun(t), true)
+		wantOutcome(t, res, err, idem.InFlight)
+		res, err = second.run(t, hashB)
+		wantOutcome(t, res, err, idem.Mismatch)
+
+		c.advance(time.Minute + time.Second)
+		h2 := holdRun(t, second)
+		if _, err := h1.finish(); !errors.Is(err, idem.ErrLeaseLost) {
+			t.Errorf("the first runner's Run: %v, want ErrLeaseLost", err)
+		}
+		res, err = h2.finish()
+		wantOutcome(t, res, err, idem.Claimed)
+		sameResponse(t, res.Response, orderResponse)
+		second.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		if k1, k2 := first.calls(), second.calls(); len(k1) != 1 || len(k2) != 1 || k1[0] != k2[0] {
+			t.Errorf("call keys %q and %q, want one call each with one key", k1, k2)
+		}
+	})
+}
+
+// TestRunRetention shows that an unfinished request outlives the retention
+// window: Purge leaves it, and Do does not take its key over; once it
+// finishes, it is kept for the retention window from then, and purged after.
+func TestRunRetention(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now), idem.WithRetention(time.Hour))
+		o := &order{e: e, key: "order-5"}
+		down := errors.New("provider unreachable")
+		o.charge = func(context.Context, string) error { return down }
+		if _, err := o.run(t, hashA); !errors.Is(err, down) {
+			t.Fatalf("Run: %v, want the provider's error", err)
+		}
+
+		c.advance(48 * time.Hour)
+		if n, err := e.Store.Purge(context.Background(), e.DB, 100); err != nil || n != 0 {
+			t.Fatalf("Purge: %d, %v; want the unfinished request left alone", n, err)
+		}
+		res, err := e.Do(t, o.key, hashA, mustNotRun(t), true)
+		wantOutcome(t, res, err, idem.InFlight)
+
+		o.charge = nil
+		res, err = o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Claimed)
+		if want := c.now().Add(time.Hour); res.ExpiresAt.Before(want.Add(-time.Minute)) || res.ExpiresAt.After(want) {
+			t.Errorf("expires at %v, want the retention from the finish, %v", res.ExpiresAt, want)
+		}
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+
+		c.advance(2 * time.Hour)
+		if n, err := e.Store.Purge(context.Background(), e.DB, 100); err != nil || n != 1 {
+			t.Fatalf("Purge: %d, %v; want the finished request purged", n, err)
+		}
+	})
+}
+
+// TestRunInvalid shows the errors of Run's arguments.
+func TestRunInvalid(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	phase := func(context.Context, *sql.Tx) error { return nil }
+	final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, nil }
+	for name, steps := range map[string][]idem.Step{
+		"none":            nil,
+		"zero step":       {{}, idem.Final("f", final)},
+		"no final":        {idem.Phase("a", phase)},
+		"final not last":  {idem.Final("f", final), idem.Phase("a", phase)},
+		"same names":      {idem.Phase("a", phase), idem.Final("a", final)},
+		"empty name":      {idem.Final("", final)},
+		"name with space": {idem.Final("a b", final)},
+	} {
+		if _, err := store.Run(context.Background(), db, "k", hashA, steps...); !errors.Is(err, idem.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	custom, err := idem.New(struct{ idem.Dialect }{idem.SQLite()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := custom.Run(context.Background(), db, "k", hashA, idem.Final("f", final)); !errors.Is(err, idem.ErrNoSteps) {
+		t.Errorf("a dialect of the user's: %v, want ErrNoSteps", err)
+	}
+}
+
+// TestCallKey pins the derivation of the keys sent to other systems, which
+// services compute on their own and must never change.
+func TestCallKey(t *testing.T) {
+	sum := sha256.Sum256([]byte("order-1\x00charge"))
+	if got, want := idem.CallKey("order-1", "charge"), "idem-"+hex.EncodeToString(sum[:16]); got != want {
+		t.Fatalf("CallKey = %q, want %q", got, want)
+	}
+	if idem.CallKey("a", "bc") == idem.CallKey("ab", "c") {
+		t.Error("CallKey runs the key into the step name")
+	}
+}
