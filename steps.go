@@ -174,6 +174,9 @@ type stepRun struct {
 	key     string
 	reqHash []byte
 	steps   []Step
+	// anyPoint takes over a request whatever its recovery point, for
+	// Compensate, which runs none of its steps.
+	anyPoint bool
 	// v holds the values of the claim that owns the request, once it
 	// does: its token fences every phase.
 	v *values
@@ -288,8 +291,10 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		if err != nil || p == nil || p.leaseUntil > now {
 			return taken{res: res}, err // held by a live runner, or a plain Do in flight
 		}
-		if next, err = r.resumeAt(p.phase); err != nil {
-			return taken{}, err
+		if !r.anyPoint {
+			if next, err = r.resumeAt(p.phase); err != nil {
+				return taken{}, err
+			}
 		}
 		v.prevToken, v.now = p.token, now
 		n, err := r.exec(ctx, tx, s.steps.takeover, v)

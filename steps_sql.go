@@ -36,6 +36,10 @@ type stepSQL struct {
 	// the one before, since a commit that failed may or may not have
 	// landed.
 	release string
+	// unfinished lists, oldest first, the unfinished requests created at
+	// or before {created_at}. They are the records whose expires_at is
+	// never, which the index on expires_at finds.
+	unfinished string
 }
 
 // stepDialect is implemented by the built-in dialects, whose tables have
@@ -60,6 +64,9 @@ func stepTemplate(t, k string) stepSQL {
 		mark:     r.Replace(`UPDATE {T} SET phase = {phase} WHERE ` + mine),
 		finish:   r.Replace(`UPDATE {T} SET phase = {phase}, status = {status}, header = {header}, body = {body}, checksum = {checksum}, expires_at = {expires_at} WHERE ` + mine),
 		release:  r.Replace(`UPDATE {T} SET lease_until = {now} WHERE {K} = {key} AND (token = {token} OR token = {prev_token}) AND status IS NULL`),
+		unfinished: r.Replace(`SELECT {K}, phase, created_at, lease_until, request_hash FROM {T}
+WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}
+ORDER BY created_at LIMIT {limit}`),
 	}
 }
 
@@ -83,6 +90,7 @@ func (mysqlFamily) stepStatements(table string) stepSQL {
 // stepStatements are the bound statements of stepSQL.
 type stepStatements struct {
 	lock, start, progress, takeover, advance, mark, finish, release statement
+	unfinished                                                      statement
 }
 
 // bindSteps binds the statements of multi-step requests for d, or returns
@@ -109,6 +117,7 @@ func bindSteps(d Dialect, table string) (*stepStatements, error) {
 		{&s.mark, "step mark", q.mark, []param{paramKey, paramToken, paramPhase}},
 		{&s.finish, "step finish", q.finish, response},
 		{&s.release, "step release", q.release, []param{paramKey, paramToken, paramPrevToken, paramNow}},
+		{&s.unfinished, "unfinished", q.unfinished, []param{paramExpiresAt, paramCreatedAt, paramLimit}},
 	} {
 		if b.sql == "" {
 			continue

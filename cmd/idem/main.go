@@ -1,7 +1,8 @@
 // Command idem is the operator's tool for a service that keeps idempotency
 // keys with package idem: it creates the table, purges expired keys, shows
 // the record of one key, reports the state of the table, settles or
-// releases a key left unfinished, and runs a demo.
+// releases a key left unfinished, lists the multi-step requests that have
+// not finished, and runs a demo.
 //
 //	go run ./cmd/idem demo                 # the demo, on an embedded SQLite database
 //	idem migrate -dsn 'postgres://app@db/shop'
@@ -64,6 +65,7 @@ var commands = []command{
 	{"purge", "delete expired keys, in batches", runPurge},
 	{"settle", "store the response of a key left unfinished, for retries to replay", runSettle},
 	{"release", "delete a key left unfinished whose request had no effect", runRelease},
+	{"unfinished", "list the multi-step requests that have not finished, with their steps", runUnfinished},
 }
 
 // exitCodeError ends the command with a status other than exitError. A nil

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+const unfinishedHelp = `Usage: idem unfinished [flags]
+
+Unfinished lists the multi-step requests (idem's Store.Run) that have not
+reached their final response, oldest first: each key, the last step it
+committed (its recovery point; "-" when none has committed yet), when it
+began, and its lease. A request whose lease is held has a runner at work; a
+request whose lease has run out waits for its client's retry or for the
+service's Resumer, which resumes it after its recovery point.
+
+-age leaves out the requests younger than it; -limit says how many to show.
+
+Example:
+  IDEM_DSN='postgres://ops@db.internal/shop' idem unfinished -age 5m
+`
+
+// defaultUnfinishedLimit is a screenful.
+const defaultUnfinishedLimit = 50
+
+func runUnfinished(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("unfinished", flag.ContinueOnError)
+	var f dbFlags
+	f.register(fs, true, idem.DefaultTable)
+	age := fs.Duration("age", 0, "list only the requests at least this old")
+	limit := fs.Int("limit", defaultUnfinishedLimit, "list at most this many requests")
+	rest, err := parseFlags(e, fs, unfinishedHelp, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return usageError("unfinished takes no arguments, got %q", rest)
+	case *limit <= 0:
+		return usageError("-limit must be positive, got %d", *limit)
+	case *age < 0:
+		return usageError("-age must not be negative, got %v", *age)
+	}
+	d, store, db, err := f.openStore(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	list, err := store.Unfinished(ctx, db, *age, *limit)
+	if err != nil {
+		return err
+	}
+	now := e.now()
+	if len(list) == 0 {
+		fmt.Fprintf(e.stdout, "no unfinished multi-step requests in %s%s\n", d.table, olderThan(*age))
+		return nil
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE")
+	for _, u := range list {
+		step := u.Phase
+		if step == "" {
+			step = "-"
+		}
+		lease := "ran out " + relative(u.LeaseUntil, now)
+		if u.LeaseUntil.After(now) {
+			lease = "held, runs out " + relative(u.LeaseUntil, now)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(list) == *limit {
+		fmt.Fprintf(e.stdout, "(the %d oldest; -limit shows more)\n", *limit)
+	}
+	return nil
+}
+
+// olderThan says what -age left out, if anything.
+func olderThan(age time.Duration) string {
+	if age == 0 {
+		return ""
+	}
+	return " older than " + span(age)
+}

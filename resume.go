@@ -1,0 +1,225 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Unfinished is a multi-step request (see Store.Run) that has not reached
+// its final response.
+type Unfinished struct {
+	Key string
+	// Phase is the request's recovery point, the last step it committed;
+	// empty when it has committed none yet.
+	Phase     string
+	CreatedAt time.Time
+	// LeaseUntil is when the lease of the call that runs it runs out. A
+	// moment already past means that no call runs it now.
+	LeaseUntil time.Time
+
+	requestHash []byte
+}
+
+// Unfinished lists, oldest first, at most limit multi-step requests that
+// are unfinished and were created at least olderThan ago, by the Store's
+// clock: the requests a Resumer would take, and what `idem unfinished`
+// shows. It returns ErrNoSteps for a dialect without multi-step requests.
+func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int) ([]Unfinished, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	switch {
+	case db == nil:
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	case limit < 1:
+		return nil, fmt.Errorf("%w: limit %d, want 1 or more", ErrInvalidArgument, limit)
+	case olderThan < 0:
+		return nil, fmt.Errorf("%w: age %v, want 0 or more", ErrInvalidArgument, olderThan)
+	case s.steps == nil:
+		return nil, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
+	}
+	v := &values{expiresAt: never, createdAt: s.clock().Add(-olderThan).UnixMicro(), limit: int64(limit)}
+	rows, err := db.QueryContext(ctx, s.steps.unfinished.query, s.steps.unfinished.args(v)...)
+	if err != nil {
+		return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
+	}
+	defer rows.Close()
+	var list []Unfinished
+	for rows.Next() {
+		var (
+			u              Unfinished
+			key            []byte
+			created, lease int64
+		)
+		if err := rows.Scan(&key, &u.Phase, &created, &lease, &u.requestHash); err != nil {
+			return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
+		}
+		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
+		list = append(list, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
+	}
+	return list, nil
+}
+
+// Defaults of a Resumer.
+const (
+	// DefaultResumeAge is how long a request must have stood unfinished
+	// before a Resumer takes it, unless MinAge says otherwise: long
+	// enough for its client's own retries.
+	DefaultResumeAge = 5 * time.Minute
+	// DefaultGiveUpAfter is how old a request must be before a failure
+	// makes a Resumer compensate it, unless GiveUpAfter says otherwise.
+	DefaultGiveUpAfter = time.Hour
+	// DefaultResumeBatch is how many requests one Resume takes, unless
+	// Batch says otherwise.
+	DefaultResumeBatch = 100
+)
+
+// Resumer drives to an end the multi-step requests that their clients left
+// unfinished: a client that gave up, a process that died between two
+// phases. The service runs it on a schedule, since it needs the service's
+// own steps: each call of Resume takes a batch of requests unfinished for
+// longer than MinAge whose lease has run out, and runs each forward
+// through its remaining steps, as a retry of its client would. A request
+// whose remaining steps fail, or whose steps cannot be given, is retried
+// by the next Resume, until it is older than GiveUpAfter: then Compensate,
+// if set, ends it with a stored failure.
+type Resumer struct {
+	Store *Store
+	DB    *sql.DB
+
+	// Steps returns the steps of the request with key, under the names
+	// that Run was given; the steps up to its recovery point do not run,
+	// so they may be left without what only the client's request had.
+	Steps func(ctx context.Context, key string) ([]Step, error)
+
+	// Compensate, if set, ends a request that cannot go forward: it runs
+	// in a transaction of the request's, undoes there what it can of the
+	// committed phases (and calls other systems to undo theirs), and
+	// returns the failure to store as the final response. cause is why
+	// the request could not go forward.
+	Compensate func(ctx context.Context, tx *sql.Tx, req Unfinished, cause error) (Response, error)
+
+	// MinAge, GiveUpAfter and Batch are DefaultResumeAge,
+	// DefaultGiveUpAfter and DefaultResumeBatch when zero.
+	MinAge, GiveUpAfter time.Duration
+	Batch               int
+}
+
+// ResumeReport counts what one Resume did.
+type ResumeReport struct {
+	// Finished requests ran their remaining steps to the final response;
+	// Compensated ones ended through Compensate.
+	Finished, Compensated int
+	// Busy requests had a live runner, or another call took them first.
+	Busy int
+	// Failed requests stay unfinished, for the next Resume; the error of
+	// Resume says why, request by request.
+	Failed int
+}
+
+// Resume takes one batch of unfinished requests and drives each to an end
+// (see Resumer). Its error joins those of the requests that failed, each
+// naming its key; the others are counted in the report all the same.
+func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
+	var rep ResumeReport
+	switch {
+	case r.Store == nil || r.DB == nil:
+		return rep, fmt.Errorf("%w: Resumer without a Store or a database", ErrInvalidArgument)
+	case r.Steps == nil:
+		return rep, fmt.Errorf("%w: Resumer without Steps", ErrInvalidArgument)
+	}
+	batch := orDefault(r.Batch, DefaultResumeBatch)
+	list, err := r.Store.Unfinished(ctx, r.DB, orDefault(r.MinAge, DefaultResumeAge), batch)
+	if err != nil {
+		return rep, err
+	}
+	var errs []error
+	for _, u := range list {
+		if err := ctx.Err(); err != nil {
+			return rep, errors.Join(append(errs, err)...)
+		}
+		if err := r.resume(ctx, u, &rep); err != nil {
+			rep.Failed++
+			errs = append(errs, fmt.Errorf("key %q at step %q: %w", u.Key, u.Phase, err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// resume drives one request to an end, and counts it in rep unless it
+// fails.
+func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) error {
+	s := r.Store
+	if u.LeaseUntil.After(s.clock()) {
+		rep.Busy++
+		return nil
+	}
+	steps, cause := r.Steps(ctx, u.Key)
+	if cause == nil {
+		res, err := s.Run(ctx, r.DB, u.Key, u.requestHash, steps...)
+		switch {
+		case err != nil:
+			cause = err
+		case res.Outcome == Claimed:
+			rep.Finished++
+			return nil
+		default: // finished or taken by another call meanwhile
+			rep.Busy++
+			return nil
+		}
+	}
+	if r.Compensate == nil || s.clock().Sub(u.CreatedAt) < orDefault(r.GiveUpAfter, DefaultGiveUpAfter) {
+		return cause
+	}
+	claimed, err := s.compensate(ctx, r.DB, u, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+		return r.Compensate(ctx, tx, u, cause)
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("compensate: %w (after: %w)", err, cause)
+	case claimed:
+		rep.Compensated++
+	default:
+		rep.Busy++
+	}
+	return nil
+}
+
+// compensate ends the unfinished request u with fn's response, in a
+// transaction of its own, after taking it over; claimed is false when
+// another call had it, or finished it, first.
+func (s *Store) compensate(ctx context.Context, db *sql.DB, u Unfinished, fn Func) (claimed bool, err error) {
+	r := &stepRun{s: s, db: db, key: u.Key, reqHash: u.requestHash, anyPoint: true}
+	t, err := retrying(ctx, r.begin)
+	if err != nil || t.res.Outcome != Claimed {
+		return false, err
+	}
+	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx *sql.Tx) (*Response, error) {
+		resp, err := fn(ctx, tx)
+		return &resp, err
+	}))
+	if err != nil {
+		r.release(ctx)
+		return false, err
+	}
+	return true, nil
+}
+
+// compensatedPhase is the recovery point of a request that Compensate
+// ended; the name has a character that step names cannot have.
+const compensatedPhase = "idem:compensated"
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

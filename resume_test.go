@@ -1,0 +1,172 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// leaveUnfinished runs o with its provider down, as a client that then gave
+// up: the request stands after its first phase.
+func leaveUnfinished(t *testing.T, o *order) {
+	t.Helper()
+	down := errors.New("provider unreachable")
+	o.charge = func(context.Context, string) error { return down }
+	if _, err := o.run(t, hashA); !errors.Is(err, down) {
+		t.Fatalf("Run: %v, want the provider's error", err)
+	}
+	o.charge = nil
+}
+
+// TestUnfinished lists the unfinished requests, oldest first, with their
+// recovery points and leases, and leaves out the young and the finished.
+func TestUnfinished(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now))
+		ctx := context.Background()
+		first := &order{e: e, key: "order-a"}
+		leaveUnfinished(t, first)
+		c.advance(time.Minute)
+		second := &order{e: e, key: "order-b"}
+		leaveUnfinished(t, second)
+		c.advance(time.Minute)
+		done := &order{e: e, key: "order-c"}
+		res, err := done.run(t, hashA)
+		wantOutcome(t, res, err, idem.Claimed)
+
+		list, err := e.Store.Unfinished(ctx, e.DB, 30*time.Second, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].Key != first.key || list[1].Key != second.key {
+			t.Fatalf("unfinished = %+v, want %s then %s", list, first.key, second.key)
+		}
+		for _, u := range list {
+			if u.Phase != "order" || !u.LeaseUntil.Before(c.now()) || u.CreatedAt.After(c.now().Add(-time.Minute)) {
+				t.Errorf("%+v: want recovery point order, lease given up, created a minute ago or more", u)
+			}
+		}
+		if list, err := e.Store.Unfinished(ctx, e.DB, 90*time.Second, 10); err != nil || len(list) != 1 {
+			t.Errorf("older than 90s: %+v, %v; want the first only", list, err)
+		}
+		if list, err := e.Store.Unfinished(ctx, e.DB, 0, 1); err != nil || len(list) != 1 || list[0].Key != first.key {
+			t.Errorf("limit 1: %+v, %v; want the oldest", list, err)
+		}
+	})
+}
+
+// TestResumerFinishes leaves a request unfinished, then resumes it: the
+// resumer runs the remaining steps, each phase commits once, and the
+// client's retry replays the final response.
+func TestResumerFinishes(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now))
+		o := &order{e: e, key: "order-6"}
+		leaveUnfinished(t, o)
+		r := &idem.Resumer{Store: e.Store, DB: e.DB, Steps: func(_ context.Context, key string) ([]idem.Step, error) {
+			if key != o.key {
+				t.Errorf("Steps asked for %q", key)
+			}
+			return o.steps(), nil
+		}}
+		rep, err := r.Resume(context.Background())
+		if err != nil || rep != (idem.ResumeReport{}) {
+			t.Fatalf("Resume before MinAge: %+v, %v; want nothing done", rep, err)
+		}
+
+		c.advance(idem.DefaultResumeAge)
+		rep, err = r.Resume(context.Background())
+		if err != nil || rep != (idem.ResumeReport{Finished: 1}) {
+			t.Fatalf("Resume: %+v, %v; want one finished", rep, err)
+		}
+		res, err := o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, orderResponse)
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		if calls := o.calls(); len(calls) != 2 || calls[0] != calls[1] {
+			t.Errorf("provider called with %q, want twice with one key", calls)
+		}
+	})
+}
+
+// TestResumerLeavesHeldRequests shows that a request whose runner holds
+// its lease is left to it, however old.
+func TestResumerLeavesHeldRequests(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now), idem.WithLease(time.Hour))
+		o := &order{e: e, key: "order-7"}
+		h := holdRun(t, o)
+		c.advance(idem.DefaultResumeAge)
+		r := &idem.Resumer{Store: e.Store, DB: e.DB, Steps: func(context.Context, string) ([]idem.Step, error) {
+			t.Error("Steps asked for a request with a live runner")
+			return nil, errors.New("must not resume")
+		}}
+		rep, err := r.Resume(context.Background())
+		if err != nil || rep != (idem.ResumeReport{Busy: 1}) {
+			t.Fatalf("Resume: %+v, %v; want one busy", rep, err)
+		}
+		res, err := h.finish()
+		wantOutcome(t, res, err, idem.Claimed)
+	})
+}
+
+// TestResumerCompensates keeps the provider down: the resumer leaves the
+// request for later while it is young, then ends it through Compensate,
+// which undoes the first phase and stores the failure that the client's
+// retry then replays.
+func TestResumerCompensates(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now))
+		o := &order{e: e, key: "order-8"}
+		leaveUnfinished(t, o)
+		down := errors.New("provider still unreachable")
+		failed := idem.Response{Status: http.StatusServiceUnavailable, Body: []byte("order cancelled")}
+		var got []idem.Unfinished
+		r := &idem.Resumer{
+			Store: e.Store, DB: e.DB,
+			Steps: func(context.Context, string) ([]idem.Step, error) {
+				o.charge = func(context.Context, string) error { return down }
+				return o.steps(), nil
+			},
+			Compensate: func(ctx context.Context, tx *sql.Tx, req idem.Unfinished, cause error) (idem.Response, error) {
+				got = append(got, req)
+				if !errors.Is(cause, down) {
+					t.Errorf("Compensate's cause: %v, want the provider's error", cause)
+				}
+				_, err := tx.ExecContext(ctx, "DELETE FROM "+e.Effects.Table)
+				return failed, err
+			},
+		}
+		c.advance(idem.DefaultResumeAge)
+		rep, err := r.Resume(context.Background())
+		if !errors.Is(err, down) || !strings.Contains(err.Error(), o.key) || rep != (idem.ResumeReport{Failed: 1}) {
+			t.Fatalf("Resume while young: %+v, %v; want one failed, naming the key", rep, err)
+		}
+
+		c.advance(idem.DefaultGiveUpAfter)
+		rep, err = r.Resume(context.Background())
+		if err != nil || rep != (idem.ResumeReport{Compensated: 1}) {
+			t.Fatalf("Resume: %+v, %v; want one compensated", rep, err)
+		}
+		if len(got) != 1 || got[0].Key != o.key || got[0].Phase != "order" {
+			t.Errorf("Compensate got %+v, want the request at step order", got)
+		}
+		res, err := o.run(t, hashA)
+		wantOutcome(t, res, err, idem.Replay)
+		sameResponse(t, res.Response, failed)
+		o.wantPhases(t, map[string]int{})
+		if list, err := e.Store.Unfinished(context.Background(), e.DB, 0, 10); err != nil || len(list) != 0 {
+			t.Errorf("unfinished after Resume: %+v, %v", list, err)
+		}
+	})
+}
