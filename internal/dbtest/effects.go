@@ -41,6 +41,16 @@ func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects
 	return fx
 }
 
+// OpenEffects is the effect table named table that NewEffects made, for a
+// process of a test's other than the one that made it.
+func OpenEffects(d idem.Dialect, db *sql.DB, table string) *Effects {
+	return &Effects{Table: table, dialect: d, db: db}
+}
+
+// Placeholder is the dialect's n-th bind marker, for statements on the
+// effect table.
+func (fx *Effects) Placeholder(n int) string { return fx.dialect.Placeholder(n) }
+
 // dropAtEnd drops table at the end of t.
 func dropAtEnd(t testing.TB, db *sql.DB, table string) {
 	t.Cleanup(func() {

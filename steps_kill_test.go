@@ -1,0 +1,388 @@
+package idem_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
+)
+
+// provider is a payment provider that really runs, on loopback: it charges
+// once per idempotency key and answers a repeated call with the charge it
+// made. It counts calls and charges apart, by key. fail makes it answer
+// the next calls with 500 without charging; slow makes it charge, then
+// answer after a pause.
+type provider struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	charges map[string]string // by idempotency key
+	calls   map[string]int    // by the request's key, which the test sends along
+	charged map[string]int    // by the request's key
+	fail    int
+	slow    time.Duration
+}
+
+func newProvider(t *testing.T) *provider {
+	p := &provider{charges: map[string]string{}, calls: map[string]int{}, charged: map[string]int{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
+	key, order := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Order")
+	p.mu.Lock()
+	p.calls[order]++
+	if p.fail > 0 {
+		p.fail--
+		p.mu.Unlock()
+		http.Error(w, "try again", http.StatusInternalServerError)
+		return
+	}
+	id, ok := p.charges[key]
+	if !ok {
+		id = fmt.Sprintf("ch_%d", len(p.charges)+1)
+		p.charges[key] = id
+		p.charged[order]++
+	}
+	slow := p.slow
+	p.mu.Unlock()
+	time.Sleep(slow)
+	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
+}
+
+// counts returns the calls and the charges for the request with key.
+func (p *provider) counts(key string) (calls, charges int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[key], p.charged[key]
+}
+
+// charge calls the provider at url for the request with key, with callKey
+// as the idempotency key, and returns the charge's id.
+func charge(ctx context.Context, url, key, callKey string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Idempotency-Key", callKey)
+	req.Header.Set("X-Order", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("provider: %s", resp.Status)
+	}
+	var body struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", err
+	}
+	return body.ID, nil
+}
+
+// The boundaries at which TestRunSurvivesKills kills the service.
+const (
+	killBeforeOrderCommit   = "before the commit of order"
+	killBeforeCall          = "after the commit of order, before the call"
+	killAfterCall           = "after the call, before the next phase"
+	killBeforeChargedCommit = "before the commit of charged"
+	killAfterChargedCommit  = "after the commit of charged"
+	killBeforeConfirmCommit = "before the commit of confirm"
+	killAfterConfirmCommit  = "after the commit of confirm"
+	runChildEnv             = "IDEM_RUN_CHILD" // set in the child process
+)
+
+var killPoints = []string{killBeforeOrderCommit, killBeforeCall, killAfterCall, killBeforeChargedCommit,
+	killAfterChargedCommit, killBeforeConfirmCommit, killAfterConfirmCommit}
+
+// checkout is the multi-step request of the kill tests: the order phase,
+// the charge at the provider, the charged phase, which stores the charge's
+// id, and the final phase, which reads it back for the response. Each phase
+// writes one effect row noted with its name. die is called at each
+// boundary.
+func checkout(fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
+	var chargeID string
+	return []idem.Step{
+		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
+			err := fx.Insert(ctx, tx, key, "order")
+			die(killBeforeOrderCommit)
+			return err
+		}),
+		idem.Call("charge", func(ctx context.Context, callKey string) (err error) {
+			die(killBeforeCall)
+			chargeID, err = charge(ctx, url, key, callKey)
+			die(killAfterCall)
+			return err
+		}),
+		idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
+			err := fx.Insert(ctx, tx, key, "charged "+chargeID)
+			die(killBeforeChargedCommit)
+			return err
+		}),
+		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			die(killAfterChargedCommit)
+			var note string
+			q := "SELECT note FROM " + fx.Table + " WHERE k = " + fx.Placeholder(1) + " AND note LIKE 'charged %'"
+			if err := tx.QueryRowContext(ctx, q, dbtest.EffectKey(key)).Scan(&note); err != nil {
+				return idem.Response{}, err
+			}
+			err := fx.Insert(ctx, tx, key, "confirm")
+			die(killBeforeConfirmCommit)
+			return idem.Response{Status: http.StatusCreated, Body: []byte(strings.TrimPrefix(note, "charged "))}, err
+		}),
+	}
+}
+
+// TestRunSurvivesKills runs two checkouts in a service process and kills it
+// with SIGKILL at one boundary of their steps, for each boundary in turn.
+// Then clients retry the first checkout concurrently, and a Resumer takes
+// the second, whose client gave up. Every checkout must end finished, with
+// one charge at the provider, one effect per phase, a second call only when
+// the kill fell between the call and the next phase's commit, and every
+// answer the stored response.
+func TestRunSurvivesKills(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		for _, point := range killPoints {
+			t.Run(point, func(t *testing.T) {
+				// The service's leases run on the real clock; the
+				// clients' clock is ahead of it by more than a lease,
+				// so the dead service's leases have run out for them
+				// at once, and theirs last a minute among themselves.
+				ahead := idem.DefaultLease + time.Minute
+				e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }))
+				p := newProvider(t)
+				retried, abandoned := "checkout-retried", "checkout-abandoned"
+				for _, key := range []string{retried, abandoned} {
+					killService(t, e, p.srv.URL, point, key)
+				}
+
+				var (
+					wg      sync.WaitGroup
+					answers = make(chan idem.Result, 4)
+					running atomic.Int32
+				)
+				for range cap(answers) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						res, err := retryUntilDone(e, p.srv.URL, retried, &running)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						answers <- res
+					}()
+				}
+				wg.Wait()
+				close(answers)
+
+				r := &idem.Resumer{Store: e.Store, DB: e.DB, MinAge: time.Minute,
+					Steps: func(_ context.Context, key string) ([]idem.Step, error) {
+						return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
+					}}
+				if _, err := r.Resume(context.Background()); err != nil {
+					t.Fatalf("Resume: %v", err)
+				}
+
+				for _, key := range []string{retried, abandoned} {
+					stored, err := e.Store.Lookup(context.Background(), e.DB, key)
+					wantOutcome(t, stored, err, idem.Replay)
+					if !strings.HasPrefix(string(stored.Response.Body), "ch_") {
+						t.Errorf("%s: stored body %q, want the charge's id", key, stored.Response.Body)
+					}
+					notes := e.Effects.Notes(t)[key]
+					if len(notes) != 3 || notes[0] != "order" || notes[1] != "charged "+string(stored.Response.Body) || notes[2] != "confirm" {
+						t.Errorf("%s: effects %q, want each phase once, in order", key, notes)
+					}
+					calls, charges := p.counts(key)
+					wantCalls := 1
+					if point == killAfterCall || point == killBeforeChargedCommit {
+						wantCalls = 2
+					}
+					if charges != 1 || calls != wantCalls {
+						t.Errorf("%s: %d calls and %d charges at the provider, want %d and 1", key, calls, charges, wantCalls)
+					}
+					if key == retried {
+						n := 0
+						for res := range answers {
+							n++
+							sameResponse(t, res.Response, stored.Response)
+						}
+						if n != cap(answers) {
+							t.Errorf("%d of %d clients got an answer", n, cap(answers))
+						}
+					}
+				}
+				if list, err := e.Store.Unfinished(context.Background(), e.DB, 0, 10); err != nil || len(list) != 0 {
+					t.Errorf("unfinished at the end: %+v, %v", list, err)
+				}
+			})
+		}
+	})
+}
+
+// retryUntilDone is a client that retries the checkout key until it gets a
+// final answer: InFlight means another client runs it, so it asks again.
+func retryUntilDone(e *env, url, key string, running *atomic.Int32) (idem.Result, error) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		running.Add(1)
+		res, err := e.Store.Run(context.Background(), e.DB, key, hashA, checkout(e.Effects, url, key, func(string) {})...)
+		running.Add(-1)
+		switch {
+		case errors.Is(err, idem.ErrLeaseLost):
+			return res, fmt.Errorf("a client lost its lease: %w", err)
+		case err != nil && !errors.Is(err, idem.ErrRetry):
+			return res, err
+		case err == nil && res.Outcome != idem.InFlight:
+			return res, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return idem.Result{}, errors.New("no final answer within a minute")
+}
+
+// killService starts this test binary as a service that runs the checkout
+// of key, waits until it has reached point, and kills it.
+func killService(t *testing.T, e *env, url, point, key string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunChild$", "-test.v")
+	cmd.Env = append(os.Environ(),
+		runChildEnv+"=1",
+		"IDEM_RUN_DRIVER="+e.tg.Driver,
+		"IDEM_RUN_DSN="+e.DSN,
+		"IDEM_RUN_DIALECT="+e.Dialect.Name(),
+		"IDEM_RUN_TABLE="+e.Table,
+		"IDEM_RUN_EFFECTS="+e.Effects.Table,
+		"IDEM_RUN_PROVIDER="+url,
+		"IDEM_RUN_POINT="+point,
+		"IDEM_RUN_KEY="+key,
+	)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	var lines []string
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if sc.Text() == crashReadyMessage {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("the service ended before %s:\n%s\n%s", point, strings.Join(lines, "\n"), stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		// As in killChild: only a service stuck on its way fails here.
+		_ = cmd.Process.Kill()
+		t.Fatalf("the service never reached %s", point)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// TestRunChild is the service process of TestRunSurvivesKills; it does
+// nothing in a normal run.
+func TestRunChild(t *testing.T) {
+	if os.Getenv(runChildEnv) == "" {
+		t.Skip("the service process of TestRunSurvivesKills")
+	}
+	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "mariadb": idem.MariaDB(), "sqlite": idem.SQLite()}
+	d := dialects[os.Getenv("IDEM_RUN_DIALECT")]
+	db, err := sql.Open(os.Getenv("IDEM_RUN_DRIVER"), os.Getenv("IDEM_RUN_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := idem.New(d, idem.WithTable(os.Getenv("IDEM_RUN_TABLE")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := dbtest.OpenEffects(d, db, os.Getenv("IDEM_RUN_EFFECTS"))
+	point, key := os.Getenv("IDEM_RUN_POINT"), os.Getenv("IDEM_RUN_KEY")
+	die := func(at string) {
+		if at == point {
+			fmt.Println(crashReadyMessage)
+			select {} // until the parent's SIGKILL
+		}
+	}
+	_, err = store.Run(context.Background(), db, key, hashA, checkout(fx, os.Getenv("IDEM_RUN_PROVIDER"), key, die)...)
+	if err == nil {
+		die(killAfterConfirmCommit)
+	}
+	t.Fatalf("the checkout ended before %s: %v", point, err)
+}
+
+// TestRunProviderFaults has the provider fail a call, and answer another
+// too late for its caller, after charging: each time the retry calls again
+// with the same key, and the provider charges once.
+func TestRunProviderFaults(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg)
+		p := newProvider(t)
+		run := func(ctx context.Context, key string) (idem.Result, error) {
+			return e.Store.Run(ctx, e.DB, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)
+		}
+		p.mu.Lock()
+		p.fail = 1
+		p.mu.Unlock()
+		if _, err := run(context.Background(), "fails"); err == nil || !strings.Contains(err.Error(), "500") {
+			t.Fatalf("Run: %v, want the provider's 500", err)
+		}
+		p.mu.Lock()
+		p.slow = 300 * time.Millisecond
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := run(ctx, "slow")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run: %v, want the caller's deadline", err)
+		}
+		p.mu.Lock()
+		p.slow = 0
+		p.mu.Unlock()
+
+		for _, key := range []string{"fails", "slow"} {
+			res, err := run(context.Background(), key)
+			wantOutcome(t, res, err, idem.Claimed)
+			if calls, charges := p.counts(key); calls != 2 || charges != 1 {
+				t.Errorf("%s: %d calls and %d charges, want 2 and 1", key, calls, charges)
+			}
+			if notes := e.Effects.Notes(t)[key]; len(notes) != 3 {
+				t.Errorf("%s: effects %q, want each phase once", key, notes)
+			}
+		}
+	})
+}
