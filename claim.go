@@ -254,7 +254,11 @@ func (s *Store) decide(key, requestHash []byte, rec *record) (Result, error) {
 }
 
 func (s *Store) result(o Outcome, rec *record) Result {
-	return Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), ExpiresAt: time.UnixMicro(rec.expiresAt), token: rec.token}
+	res := Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), token: rec.token}
+	if rec.expiresAt != never {
+		res.ExpiresAt = time.UnixMicro(rec.expiresAt)
+	}
+	return res
 }
 
 // lockID derives the 64-bit lock number of a key, the same in every process.

@@ -81,7 +81,8 @@ type Result struct {
 	Response Response
 	// CreatedAt is when the key was first claimed, and ExpiresAt when its
 	// record stops counting, by the Store's clock. They are zero for an
-	// InFlight key whose record is not visible.
+	// InFlight key whose record is not visible; ExpiresAt is zero for an
+	// unfinished multi-step request (Store.Run), which does not expire.
 	CreatedAt, ExpiresAt time.Time
 
 	token int64 // the claim that wrote the record answered from

@@ -11,10 +11,10 @@ import (
 	"github.com/idemgo/idem"
 )
 
-// A checkout that records the order, charges a card with a payment
-// provider, records the charge, and confirms. The provider is down on the
-// first try: the order is committed, and the retry resumes at the charge,
-// sending the provider the same key again.
+// An order that charges a card with a payment provider, then sends a
+// confirmation by e-mail. Each system deduplicates by the key it is given.
+// The provider is down on the first try: the order is committed, and the
+// retry resumes at the charge, sending the provider the same key again.
 func ExampleStore_Run() {
 	db, store, cleanup := openExampleDB()
 	defer cleanup()
@@ -24,32 +24,39 @@ func ExampleStore_Run() {
 	}
 
 	providerDown := true
-	charges := map[string]string{} // the provider's own record, by its idempotency key
-	charge := func(callKey string) (string, error) {
-		if providerDown {
-			return "", errors.New("provider unreachable")
-		}
-		if _, ok := charges[callKey]; !ok {
-			charges[callKey] = fmt.Sprintf("ch_%d", len(charges)+1)
-		}
-		return charges[callKey], nil
-	}
+	charges := map[string]string{} // the provider's charges, by idempotency key
+	mails := map[string]bool{}     // the mail service's messages, by idempotency key
 
-	checkout := func(key, item string) {
+	placeOrder := func(key, item string) {
 		var chargeID string
-		hash := idem.Fingerprint([]byte("POST /checkout"), []byte(item))
+		hash := idem.Fingerprint([]byte("POST /orders"), []byte(item))
 		res, err := store.Run(ctx, db, key, hash,
 			idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES (?)`, item)
 				return err
 			}),
-			idem.Call("charge", func(ctx context.Context, callKey string) (err error) {
-				chargeID, err = charge(callKey)
+			idem.Call("charge", func(ctx context.Context, callKey string) error {
+				if providerDown {
+					return errors.New("provider unreachable")
+				}
+				if _, ok := charges[callKey]; !ok {
+					charges[callKey] = fmt.Sprintf("ch_%d", len(charges)+1)
+				}
+				chargeID = charges[callKey]
+				return nil
+			}),
+			idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `UPDATE orders SET charge = ? WHERE item = ?`, chargeID, item)
 				return err
 			}),
-			idem.Final("charged", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-				_, err := tx.ExecContext(ctx, `UPDATE orders SET charge = ? WHERE item = ?`, chargeID, item)
-				return idem.Response{Status: http.StatusCreated, Body: []byte(chargeID)}, err
+			idem.Call("mail", func(ctx context.Context, callKey string) error {
+				mails[callKey] = true
+				return nil
+			}),
+			idem.Final("confirmed", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+				var charge string
+				err := tx.QueryRowContext(ctx, `SELECT charge FROM orders WHERE item = ?`, item).Scan(&charge)
+				return idem.Response{Status: http.StatusCreated, Body: []byte(charge)}, err
 			}),
 		)
 		if err != nil {
@@ -59,19 +66,19 @@ func ExampleStore_Run() {
 		fmt.Println(res.Outcome, res.Response.Status, string(res.Response.Body))
 	}
 
-	checkout("key-1", "book")
+	placeOrder("key-1", "book")
 	providerDown = false
-	checkout("key-1", "book")
-	checkout("key-1", "book")
+	placeOrder("key-1", "book")
+	placeOrder("key-1", "book")
 
-	var orders, charged int
-	if err := db.QueryRow(`SELECT count(*), count(charge) FROM orders`).Scan(&orders, &charged); err != nil {
+	var orders int
+	if err := db.QueryRow(`SELECT count(*) FROM orders`).Scan(&orders); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("orders:", orders, "charged:", charged, "charges at the provider:", len(charges))
+	fmt.Println("orders:", orders, "charges:", len(charges), "mails:", len(mails))
 	// Output:
 	// error: idem: step "charge": provider unreachable
 	// claimed 201 ch_1
 	// replay 201 ch_1
-	// orders: 1 charged: 1 charges at the provider: 1
+	// orders: 1 charges: 1 mails: 1
 }

@@ -29,6 +29,8 @@ customer who asks whether a request went through. The state is one of:
              409 until the record expires. A handler that committed its
              transaction itself leaves such a record: idem settle stores
              its response, idem release -no-effect deletes it
+  unfinished a multi-step request that has not reached its final
+             response; it does not expire, and idem unfinished lists it
   not found  no live record: the key was never committed, it expired, or a
              transaction that holds it has not committed yet
   corrupt    the record does not match its checksum and is never replayed
@@ -43,7 +45,7 @@ key as the client sent it.
 
 Put a key that starts with a dash after --: idem inspect -- -key-
 
-Exit status: 0 finished or in flight, 3 not found, 4 corrupt, 1 on error.
+Exit status: 0 finished, in flight or unfinished, 3 not found, 4 corrupt, 1 on error.
 
 Example:
   idem inspect -dsn 'postgres://support@db.internal/shop' order-7f3a
@@ -115,6 +117,13 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	if res.Outcome == idem.InFlight && res.ExpiresAt.IsZero() {
+		line(w, "state", "unfinished: a multi-step request that has not reached its final response; a retry resumes it")
+		line(w, "", "once its runner's lease runs out (idem unfinished shows its step and lease)")
+		line(w, "created", formatTime(res.CreatedAt)+" ("+relative(res.CreatedAt, now)+")")
+		line(w, "expires", "not while it is unfinished")
+		return nil
+	}
 	if res.Outcome == idem.InFlight {
 		line(w, "state", "in flight: the key is claimed but no response is stored; a retry gets 409 until it expires")
 		line(w, "", "if its handler committed the transaction itself, see idem settle -h and idem release -h")

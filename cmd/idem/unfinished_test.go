@@ -58,6 +58,12 @@ func TestUnfinished(t *testing.T) {
 		if !strings.Contains(r.stdout, `"given-up"`) || strings.Contains(r.stdout, `"held"`) || !strings.Contains(r.stdout, "-limit shows more") {
 			t.Errorf("-age 9m30s -limit 1:\n%s", r.stdout)
 		}
+		r = runWith(t, testEnv(t0), append([]string{"inspect"}, tb.args("given-up")...)...)
+		r.wantCode(t, exitOK)
+		if !strings.Contains(r.stdout, "state    unfinished: a multi-step request") || !strings.Contains(r.stdout, "expires  not while it is unfinished\n") {
+			t.Errorf("inspect of an unfinished request:\n%s", r.stdout)
+		}
+
 		r = runWith(t, testEnv(t0), append([]string{"unfinished", "-age", "1h"}, tb.args()...)...)
 		r.wantCode(t, exitOK)
 		if r.stdout != "no unfinished multi-step requests in "+tb.table+" older than 1h0m\n" {
