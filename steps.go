@@ -26,7 +26,8 @@ type Step struct {
 // commits with fn's writes and the request's new recovery point, name. A
 // retry that resumes the request never runs a committed phase again. fn
 // may end the request early by returning Finish(resp): its writes commit
-// with resp as the final response.
+// with resp as the final response. As a Func, fn returns the errors of its
+// statements and never commits or rolls back tx itself.
 func Phase(name string, fn func(ctx context.Context, tx *sql.Tx) error) Step {
 	return Step{name: name, phase: fn}
 }

@@ -334,3 +334,34 @@ func TestCallKey(t *testing.T) {
 		t.Error("CallKey runs the key into the step name")
 	}
 }
+
+// TestRunPhaseTransactionEnded ends a phase's transaction on the server
+// under it, as a deadlock does on the MySQL family and an interrupted
+// statement on SQLite: the transaction's writes are undone, and what
+// follows runs in autocommit. The phase must not move the recovery point
+// then; it runs again, and its effect is committed once.
+func TestRunPhaseTransactionEnded(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg)
+		o := &order{e: e, key: "order-9"}
+		steps := o.steps()
+		attempts := 0
+		steps[0] = idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
+			attempts++
+			if err := o.phase("order")(ctx, tx); err != nil {
+				return err
+			}
+			if attempts == 1 {
+				_, err := tx.ExecContext(ctx, "ROLLBACK")
+				return err
+			}
+			return nil
+		})
+		res, err := e.Store.Run(context.Background(), e.DB, o.key, hashA, steps...)
+		wantOutcome(t, res, err, idem.Claimed)
+		if attempts != 2 {
+			t.Errorf("the phase ran %d times, want 2", attempts)
+		}
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+	})
+}
