@@ -47,8 +47,11 @@ func measureClaimStatement(ctx context.Context, c config, d database) error {
 		{"the claim, its table's OID a constant", strings.Replace(claim.SQL, regclass, fmt.Sprint(oid), 1), claim.Params},
 	}
 	lat := make([][]time.Duration, len(stmts))
+	cpu := make([]time.Duration, len(stmts))
+	backend := backendCPU(ctx, b)
 	for range c.rounds {
 		for i, st := range stmts {
+			before, _ := backend()
 			for range calls {
 				key := make([]byte, 36)
 				rand.Read(key)
@@ -79,13 +82,51 @@ func measureClaimStatement(ctx context.Context, c config, d database) error {
 					return fmt.Errorf("%s: %w", st.name, err)
 				}
 			}
+			after, ok := backend()
+			cpu[i] += after - before
+			if !ok {
+				cpu = nil
+			}
 		}
 	}
-	fmt.Printf("\n%s: the claim statement alone (one client, %d rounds of %d calls each, median):\n", d.name, c.rounds, calls)
+	fmt.Printf("\n%s: the claim statement alone (one client, %d rounds of %d calls each): the median time of a call", d.name, c.rounds, calls)
+	if cpu != nil {
+		fmt.Print(", and the server's CPU time per call with its BEGIN and ROLLBACK")
+	}
+	fmt.Println(":")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for i, st := range stmts {
 		slices.Sort(lat[i])
-		fmt.Fprintf(tw, "%s\t%d µs\t\n", st.name, lat[i][len(lat[i])/2].Microseconds())
+		fmt.Fprintf(tw, "%s\t%d µs\t", st.name, lat[i][len(lat[i])/2].Microseconds())
+		if cpu != nil {
+			fmt.Fprintf(tw, "%d µs CPU\t", cpu[i].Microseconds()/int64(c.rounds*calls))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// backendCPU returns a function that reads how much CPU time the
+// PostgreSQL backend serving b's one connection has used, from the
+// kernel's scheduler statistics: ok is false when the server does not run
+// on this machine, or the statistics cannot be read. Unlike a timing seen
+// from the client, it leaves out the network, the driver and the wait for
+// a core, which makes small differences between statements visible.
+func backendCPU(ctx context.Context, b *bench) func() (used time.Duration, ok bool) {
+	var pid int
+	err := b.db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		return func() (time.Duration, bool) { return 0, false } // a server elsewhere
+	}
+	return func() (time.Duration, bool) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return 0, false
+		}
+		var ns int64
+		if _, err := fmt.Sscan(string(stat), &ns); err != nil || ns == 0 {
+			return 0, false
+		}
+		return time.Duration(ns), true
+	}
 }
