@@ -81,8 +81,7 @@ func TestProcessDeath(t *testing.T) {
 // and stops at point, runs check, and kills the child.
 func killChild(t *testing.T, e *env, point string, check func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
-	cmd.Env = append(os.Environ(),
+	cmd := startChild(t, "TestCrashChild", point,
 		crashChildEnv+"=1",
 		"IDEM_CRASH_DRIVER="+e.tg.Driver,
 		"IDEM_CRASH_DSN="+e.DSN,
@@ -91,6 +90,20 @@ func killChild(t *testing.T, e *env, point string, check func()) {
 		"IDEM_CRASH_INSERT="+e.Effects.InsertSQL(),
 		"IDEM_CRASH_POINT="+point,
 	)
+	check()
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// startChild starts this test binary running only test, with env added to
+// its environment, and returns it once it has printed crashReadyMessage: it
+// has reached point and waits there to be killed.
+func startChild(t *testing.T, test, point string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,17 +134,13 @@ func killChild(t *testing.T, e *env, point string, check func()) {
 		}
 	case <-time.After(30 * time.Second):
 		// The child starts this binary, opens the database and makes
-		// one claim: well under 2 s on a loaded machine under -race.
-		// The 30 s only turn a child that never gets there (stuck on a
-		// lock, say) into a failure instead of a hang.
+		// a claim or two: well under 2 s on a loaded machine under
+		// -race. The 30 s only turn a child that never gets there
+		// (stuck on a lock, say) into a failure instead of a hang.
 		_ = cmd.Process.Kill()
 		t.Fatalf("the child never reached %s", point)
 	}
-	check()
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	return cmd
 }
 
 // TestCrashChild is the child process of TestProcessDeath; it does nothing

@@ -1,7 +1,6 @@
 package idem_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,8 +261,7 @@ func retryUntilDone(e *env, url, key string, running *atomic.Int32) (idem.Result
 // of key, waits until it has reached point, and kills it.
 func killService(t *testing.T, e *env, url, point, key string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRunChild$", "-test.v")
-	cmd.Env = append(os.Environ(),
+	cmd := startChild(t, "TestRunChild", point,
 		runChildEnv+"=1",
 		"IDEM_RUN_DRIVER="+e.tg.Driver,
 		"IDEM_RUN_DSN="+e.DSN,
@@ -275,39 +272,6 @@ func killService(t *testing.T, e *env, url, point, key string) {
 		"IDEM_RUN_POINT="+point,
 		"IDEM_RUN_KEY="+key,
 	)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	var lines []string
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-			if sc.Text() == crashReadyMessage {
-				ready <- true
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			_ = cmd.Wait()
-			t.Fatalf("the service ended before %s:\n%s\n%s", point, strings.Join(lines, "\n"), stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		// As in killChild: only a service stuck on its way fails here.
-		_ = cmd.Process.Kill()
-		t.Fatalf("the service never reached %s", point)
-	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
 		t.Fatal(err)
 	}
