@@ -177,11 +177,11 @@ Usage:
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s  %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s  %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
-The database flags, shared by migrate, inspect, stats, purge, settle and
-release:
+The database flags, shared by migrate, inspect, stats, purge, settle,
+release and unfinished:
   -dsn      the data source name; default $IDEM_DSN. For SQLite, idem adds
             _txlock=immediate and _pragma=busy_timeout(5000) unless it sets
             its own, as the SQLite dialect needs
