@@ -311,7 +311,7 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	if fn != nil {
 		run = func(ctx context.Context) (Response, error) { return fn(ctx, tx) }
 	}
-	return s.doCall(ctx, sqlTx{tx}, key, reqHash, run)
+	return s.doCall(ctx, txn.SQL{Tx: tx}, key, reqHash, run)
 }
 
 // doCall is Do on any driver's transaction tx, for a Store that was

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -134,8 +135,7 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 	case r.Steps == nil:
 		return rep, fmt.Errorf("%w: Resumer without Steps", ErrInvalidArgument)
 	}
-	batch := orDefault(r.Batch, DefaultResumeBatch)
-	list, err := r.Store.Unfinished(ctx, r.DB, orDefault(r.MinAge, DefaultResumeAge), batch)
+	list, err := r.Store.Unfinished(ctx, r.DB, cmp.Or(r.MinAge, DefaultResumeAge), cmp.Or(r.Batch, DefaultResumeBatch))
 	if err != nil {
 		return rep, err
 	}
@@ -174,7 +174,7 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 			return nil
 		}
 	}
-	if r.Compensate == nil || s.clock().Sub(u.CreatedAt) < orDefault(r.GiveUpAfter, DefaultGiveUpAfter) {
+	if r.Compensate == nil || s.clock().Sub(u.CreatedAt) < cmp.Or(r.GiveUpAfter, DefaultGiveUpAfter) {
 		return cause
 	}
 	claimed, err := s.compensate(ctx, r.DB, u, func(ctx context.Context, tx *sql.Tx) (Response, error) {
@@ -214,12 +214,3 @@ func (s *Store) compensate(ctx context.Context, db *sql.DB, u Unfinished, fn Fun
 // compensatedPhase is the recovery point of a request that Compensate
 // ended; the name has a character that step names cannot have.
 const compensatedPhase = "idem:compensated"
-
-// orDefault returns v, or def when v is zero.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}

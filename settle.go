@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // Settle stores resp as the response of key's unfinished record, so that
@@ -70,8 +72,8 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 		rec           *record
 		claimed, busy bool
 	)
-	err = s.withLockWait(ctx, sqlTx{tx}, func() (err error) {
-		a := s.runClaim(ctx, sqlTx{tx}, v)
+	err = s.withLockWait(ctx, txn.SQL{Tx: tx}, func() (err error) {
+		a := s.runClaim(ctx, txn.SQL{Tx: tx}, v)
 		rec, claimed, busy, err = a.rec, a.claimed, a.busy, a.err
 		if err == nil && !claimed && rec == nil && !busy {
 			rec, err = s.find(ctx, tx, v.key)

@@ -10,6 +10,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // Step is one step of a multi-step request (see Store.Run): a local phase,
@@ -271,7 +273,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		return taken{}, s.wrap("begin", err)
 	}
 	defer tx.Rollback()
-	res, claimed, err := s.claimKey(ctx, sqlTx{tx}, v, nil)
+	res, claimed, err := s.claimKey(ctx, txn.SQL{Tx: tx}, v, nil)
 	if err != nil || (!claimed && res.Outcome != InFlight) {
 		return taken{res: res}, err
 	}

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // DoTx attempts bound the retries of DoTx, and its pauses between attempts
@@ -142,7 +144,7 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 		}
 	}()
 	v := s.newValues(key, reqHash)
-	res, wait, err := s.do(ctx, sqlTx{tx}, v, func(ctx context.Context) (Response, error) {
+	res, wait, err := s.do(ctx, txn.SQL{Tx: tx}, v, func(ctx context.Context) (Response, error) {
 		return fn(ctx, tx)
 	})
 	if res, ok := lateClaim(res, err, *late); ok {

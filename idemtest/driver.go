@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // Driver is how the properties of TestDriver reach a Store: the transactions
@@ -61,15 +62,16 @@ func SQLDriver(db *sql.DB) Driver { return sqlDriver{db: db} }
 
 type sqlDriver struct{ db *sql.DB }
 
-// sqlTx is a *sql.Tx as a Tx.
-type sqlTx struct{ tx *sql.Tx }
+// sqlTx is a *sql.Tx as a Tx: the Store's own adapter, which can also end
+// the transaction.
+type sqlTx struct{ txn.SQL }
 
 func (d sqlDriver) Begin(ctx context.Context, opts *sql.TxOptions) (Tx, error) {
 	tx, err := d.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return sqlTx{tx: tx}, nil
+	return sqlTx{txn.SQL{Tx: tx}}, nil
 }
 
 func (d sqlDriver) Do(ctx context.Context, s *idem.Store, tx Tx, key string, reqHash []byte, fn Func) (idem.Result, error) {
@@ -104,7 +106,7 @@ func unwrapSQL(tx Tx) (*sql.Tx, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: a %T is not a transaction of SQLDriver", idem.ErrInvalidArgument, tx)
 	}
-	return t.tx, nil
+	return t.Tx, nil
 }
 
 // sqlFunc is fn as an idem.Func; nil stays nil, for the Store to refuse.
@@ -113,21 +115,9 @@ func sqlFunc(fn Func) idem.Func {
 		return nil
 	}
 	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		return fn(ctx, sqlTx{tx: tx})
+		return fn(ctx, sqlTx{txn.SQL{Tx: tx}})
 	}
 }
 
-func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	r, err := t.tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return r.RowsAffected()
-}
-
-func (t sqlTx) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
-	return t.tx.QueryRowContext(ctx, query, args...).Scan(dest...)
-}
-
-func (t sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t sqlTx) Commit(context.Context) error   { return t.Tx.Commit() }
+func (t sqlTx) Rollback(context.Context) error { return t.Tx.Rollback() }

@@ -58,6 +58,13 @@ func TestUnfinished(t *testing.T) {
 		if !strings.Contains(r.stdout, `"given-up"`) || strings.Contains(r.stdout, `"held"`) || !strings.Contains(r.stdout, "-limit shows more") {
 			t.Errorf("-age 9m30s -limit 1:\n%s", r.stdout)
 		}
+		// idem stats counts the two among the keys in flight (docs/operations.md).
+		r = runWith(t, testEnv(t0), append([]string{"stats"}, tb.args()...)...)
+		r.wantCode(t, exitOK)
+		if !strings.Contains(r.stdout, "\nin flight     2\n") {
+			t.Errorf("stats:\n%s\nwant the two unfinished requests in flight", r.stdout)
+		}
+
 		r = runWith(t, testEnv(t0), append([]string{"inspect"}, tb.args("given-up")...)...)
 		r.wantCode(t, exitOK)
 		if !strings.Contains(r.stdout, "state    unfinished: a multi-step request") || !strings.Contains(r.stdout, "expires  not while it is unfinished\n") {
