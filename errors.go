@@ -58,20 +58,29 @@ var (
 	// also matches sql.ErrTxDone.
 	ErrTxEnded = errors.New("idem: transaction ended under Do")
 
-	// ErrKeyHeld is returned by Settle and ReleaseWithoutEffect when a live
-	// transaction holds the key: its request is still running.
-	ErrKeyHeld = errors.New("idem: a live transaction holds the key")
+	// ErrKeyHeld is returned by Settle, ReleaseWithoutEffect and
+	// ReleaseUndone when a live request holds the key: a transaction, or
+	// the live lease of a multi-step request (Store.Run) between or inside
+	// its steps. The request is still running.
+	ErrKeyHeld = errors.New("idem: a live request holds the key")
 
-	// ErrKeyFinished is returned by Settle and ReleaseWithoutEffect when the
+	// ErrPhasesCommitted is returned by ReleaseWithoutEffect for an
+	// unfinished multi-step request that has committed a phase: its
+	// effects exist, and a request run anew would repeat them. Settle it,
+	// or release it with ReleaseUndone once those effects are undone.
+	ErrPhasesCommitted = errors.New("idem: the multi-step request has committed phases")
+
+	// ErrKeyFinished is returned by Settle and the releases when the
 	// key's request finished: its stored response is what retries get, and
 	// an operator has nothing to settle.
 	ErrKeyFinished = errors.New("idem: the key's request has finished")
 
-	// ErrCommitUnknown is returned by DoTx when the commit failed in a way
-	// that leaves its outcome open (the connection dropped before the
-	// reply) and the lookup that would have settled it failed too. The
+	// ErrCommitUnknown is returned by DoTx and Run when a commit failed in
+	// a way that leaves its outcome open (the connection dropped before
+	// the reply) and the lookup that would have settled it failed too. The
 	// effect may or may not have been committed: send the same request
-	// again with the same key later, and it will either replay or run.
+	// again with the same key later, and it will either replay or run (Run
+	// gives up its lease first, so that the retry need not wait for it).
 	ErrCommitUnknown = errors.New("idem: commit outcome unknown")
 
 	// ErrLeaseLost is returned by Run when the lease of its multi-step

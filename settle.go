@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/idemgo/idem/internal/txn"
 )
@@ -12,20 +13,30 @@ import (
 // every retry of the request replays it. It is an operator's way out for a
 // key that answers InFlight although no request holds it any more: the
 // record of a Func that committed tx itself (see ErrTxEnded) was committed
-// before its response was stored. Find out first what the request did, and
-// settle it with the response it would have sent.
+// before its response was stored, and a multi-step request (Store.Run) may
+// have been left by its runner for good. Find out first what the request
+// did, and settle it with the response it would have sent.
 //
 // Settle works in a transaction of its own. It refuses a key with no live
 // record (ErrNotFound), a finished one (ErrKeyFinished), and one that a live
-// transaction holds (ErrKeyHeld, after the Store's lock timeout where the
-// dialect waits): that request is still running, and will finish or roll
-// back by itself.
+// request holds (ErrKeyHeld): a transaction, after the Store's lock timeout
+// where the dialect waits, or a multi-step request whose lease has not run
+// out. That request is still running, and will finish or give up by itself.
+// A settled multi-step request is kept for the retention window from the
+// moment it is settled, as one that Run finishes is.
 func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Response) error {
-	return s.resolveStuck(ctx, db, key, "settle", func(tx *sql.Tx, v *values) error {
+	return s.resolveStuck(ctx, db, key, "settle", func(tx *sql.Tx, v *values, p *progress) error {
 		if err := s.prepareResponse(v, resp); err != nil {
 			return err
 		}
-		return s.execOne(ctx, tx, "settle", s.complete, v)
+		if p == nil {
+			return s.execOne(ctx, tx, "settle", s.complete, v)
+		}
+		// The record of an unfinished multi-step request never expires;
+		// finish sets the expiry that newValues gave v, the retention
+		// from now, and keeps the recovery point.
+		v.phase = p.phase
+		return s.execOne(ctx, tx, "settle", s.steps.finish, v)
 	})
 }
 
@@ -35,9 +46,27 @@ func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Respons
 // work a second time, the very thing this package exists to prevent. When
 // the effect happened, Settle the key instead.
 //
-// It refuses what Settle refuses, with the same errors.
+// It refuses what Settle refuses, with the same errors, and a multi-step
+// request that has committed a phase (ErrPhasesCommitted), whose effects
+// exist: see ReleaseUndone.
 func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string) error {
-	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values) error {
+	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values, p *progress) error {
+		if p != nil && p.phase != "" {
+			return fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
+		}
+		return s.execOne(ctx, tx, "release", s.abandon, v)
+	})
+}
+
+// ReleaseUndone is ReleaseWithoutEffect for a multi-step request that has
+// committed phases: it deletes the record all the same, and the next
+// request with the key runs every step again, the committed phases
+// included. Call it only once the effects of those phases, and of the
+// calls between them, are undone, or may safely happen twice.
+//
+// It refuses what Settle refuses, with the same errors.
+func (s *Store) ReleaseUndone(ctx context.Context, db *sql.DB, key string) error {
+	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values, _ *progress) error {
 		return s.execOne(ctx, tx, "release", s.abandon, v)
 	})
 }
@@ -47,10 +76,12 @@ func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string
 // holds the key and that this one now does: the claim takes the key's lock
 // (an advisory lock, a row lock, or SQLite's write lock) and returns the
 // record. A claim that inserts because there was no record, or takes an
-// expired one over, is rolled back. change gets the values of the record's
-// own claim (its token and request hash), which Complete and Abandon are
-// guarded by.
-func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, change func(*sql.Tx, *values) error) error {
+// expired one over, is rolled back. A multi-step request between its
+// phases holds no lock, only its lease, which is checked next. change gets
+// the values of the record's own claim (its token and request hash), which
+// Complete and Abandon are guarded by, and the progress of a multi-step
+// request, nil for a plain record.
+func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, change func(*sql.Tx, *values, *progress) error) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -94,8 +125,18 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 	case rec.finished:
 		return fmt.Errorf("idem: %s: %w", op, ErrKeyFinished)
 	}
+	var p *progress
+	if s.steps != nil {
+		if p, err = s.progress(ctx, tx, v); err != nil {
+			return fmt.Errorf("idem: %s: %w", op, err)
+		}
+		if p != nil && p.leaseUntil > v.createdAt {
+			return fmt.Errorf("idem: %s: %w: the lease of its multi-step request runs until %s",
+				op, ErrKeyHeld, time.UnixMicro(p.leaseUntil).UTC().Format(time.RFC3339Nano))
+		}
+	}
 	v.token, v.requestHash = rec.token, rec.requestHash
-	if err := change(tx, v); err != nil {
+	if err := change(tx, v, p); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

@@ -290,7 +290,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 			return taken{}, errClaimGone("start")
 		}
 	} else {
-		p, err := r.progress(ctx, tx, v)
+		p, err := s.progress(ctx, tx, v)
 		if err != nil || p == nil || p.leaseUntil > now {
 			return taken{res: res}, err // held by a live runner, or a plain Do in flight
 		}
@@ -326,18 +326,18 @@ type progress struct {
 
 // progress reads the progress of v's key in tx: nil when the key has no
 // unfinished multi-step request that tx can see.
-func (r *stepRun) progress(ctx context.Context, tx *sql.Tx, v *values) (*progress, error) {
+func (s *Store) progress(ctx context.Context, tx *sql.Tx, v *values) (*progress, error) {
 	var (
 		p     progress
 		phase sql.NullString
 		lease sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, r.s.steps.progress.query, r.s.steps.progress.args(v)...).Scan(&phase, &lease, &p.token, &p.createdAt)
+	err := tx.QueryRowContext(ctx, s.steps.progress.query, s.steps.progress.args(v)...).Scan(&phase, &lease, &p.token, &p.createdAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, r.s.wrap("read progress", err)
+		return nil, s.wrap("read progress", err)
 	}
 	p.phase, p.leaseUntil = phase.String, lease.Int64
 	return &p, nil

@@ -271,12 +271,12 @@ func (d *database) openTable(ctx context.Context, e *env) (*sql.DB, error) {
 // openStore resolves the flags, makes a Store on e's clock, and opens the
 // database, whose table must exist: what the commands that read the table
 // through a Store need.
-func (f *dbFlags) openStore(ctx context.Context, e *env) (*database, *idem.Store, *sql.DB, error) {
+func (f *dbFlags) openStore(ctx context.Context, e *env, opts ...idem.Option) (*database, *idem.Store, *sql.DB, error) {
 	d, err := f.resolve(e, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	store, err := d.store(idem.WithClock(e.now))
+	store, err := d.store(append([]idem.Option{idem.WithClock(e.now)}, opts...)...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -35,6 +35,7 @@ const (
 	exitCorrupt  = 4 // inspect: the key's record does not match its checksum
 	exitFinished = 5 // settle, release: the key's request has finished
 	exitHeld     = 6 // settle, release: a live request holds the key, or the database is busy
+	exitPhases   = 7 // release: a multi-step request has committed phases, and -phases-undone is missing
 )
 
 // env is what a command may use of the world outside it. main fills it from
@@ -194,7 +195,8 @@ release and unfinished:
 Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect, settle or
 release found no record, 4 inspect found a corrupt record, 5 settle or
 release found the key finished, 6 a live request holds the key or the
-database is busy: try settle or release again later.
+database is busy: try settle or release again later, 7 release found a
+multi-step request past its first phase (see idem release -h).
 
 Run 'idem COMMAND -h' for a command's flags and an example.
 `, dialectNames(), dialectHelp("              "), driverHelp())

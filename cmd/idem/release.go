@@ -8,7 +8,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [flags]
+const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-phases-undone] [flags]
 
 Release deletes the record of a key left unfinished, so that the next
 request with the key runs as a new one and does the work.
@@ -29,13 +29,22 @@ A key that came through idemhttp with a scope is stored under
 idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
 key as the client sent it, as for idem inspect.
 
-Release refuses a key that a live transaction holds, and a finished key,
-as settle does.
+Release refuses a key that a live request holds, and a finished key, as
+settle does. A multi-step request (idem unfinished lists them) is live while
+its lease runs, between its steps as well as inside one: wait until idem
+unfinished shows its lease as run out.
+
+A multi-step request that has committed a phase (idem unfinished shows its
+step) has effects: its first phases wrote to the service's tables, and its
+calls may have reached other systems. Release refuses it, since the retry
+would run those phases again. Settle it instead, or, once you have undone
+what its committed phases and calls did, release it with -phases-undone.
 
 Exit status: 0 released, 3 no live record for the key, 5 the key's request
 has finished (nothing to release), 6 a live request holds the key or the
-database is busy (try again later), 2 bad command line or no -no-effect,
-1 on error.
+database is busy (try again later), 7 a multi-step request past its first
+phase, without -phases-undone (nothing released), 2 bad command line or no
+-no-effect, 1 on error.
 
 Example:
   idem release -dsn 'postgres://ops@db.internal/shop' -key order-7f3a -no-effect
@@ -49,6 +58,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	var k keyFlags
 	k.register(fs)
 	noEffect := fs.Bool("no-effect", false, "confirm that the request's effect did not happen (required)")
+	undone := fs.Bool("phases-undone", false, "confirm that the effects of a multi-step request's committed phases and calls were undone")
 	rest, err := parseFlags(e, fs, releaseHelp, args)
 	if err != nil {
 		return err
@@ -71,7 +81,11 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	defer db.Close()
 
-	if err := store.ReleaseWithoutEffect(ctx, db, key); err != nil {
+	release := store.ReleaseWithoutEffect
+	if *undone {
+		release = store.ReleaseUndone
+	}
+	if err := release(ctx, db, key); err != nil {
 		return stuckError(d, &k, "release", err)
 	}
 	w := e.stdout

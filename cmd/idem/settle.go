@@ -17,7 +17,7 @@ import (
 )
 
 const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE] -status N [-header 'Name: value' ...]
-                   [-body TEXT | -body-file PATH] [flags]
+                   [-body TEXT | -body-file PATH] [-retention D] [flags]
 
 Settle stores the response of a key left unfinished, so that every retry of
 its request gets that response back instead of 409.
@@ -40,10 +40,18 @@ A key that came through idemhttp with a scope is stored under
 idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
 key as the client sent it, as for idem inspect.
 
-Settle refuses a key that a live transaction holds: its request is still
-running, and will finish or roll back by itself. On SQLite it waits for the
-database's write lock, up to the busy timeout, and then gives up the same
-way.
+A multi-step request (idem unfinished lists them) that its runner left for
+good, and that the Resumer cannot finish, is settled the same way, with the
+response its client should get: what its committed phases did stays as it
+is. From then on it is kept for the retention window, as a finished request
+is, and then purged: give the service's retention with -retention (24h
+unless told).
+
+Settle refuses a key that a live request holds: a transaction, or a
+multi-step request whose lease has not run out (idem unfinished shows it),
+between its steps as well as inside one. That request is still running, and
+will finish or give up by itself. On SQLite it waits for the database's
+write lock, up to the busy timeout, and then gives up the same way.
 
 Exit status: 0 settled, 3 no live record for the key, 5 the key's request
 has finished (nothing to settle), 6 a live request holds the key or the
@@ -67,6 +75,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	fs.Var(header, "header", "a header line of the response, 'Name: value'; repeat it for each line")
 	body := fs.String("body", "", "the response's body")
 	bodyFile := fs.String("body-file", "", "a file that holds the response's body, byte for byte")
+	retention := fs.Duration("retention", idem.DefaultRetention, "how long a settled multi-step request is kept from now: the service's retention window")
 	rest, err := parseFlags(e, fs, settleHelp, args)
 	if err != nil {
 		return err
@@ -100,7 +109,10 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("read -body-file: %w", err)
 		}
 	}
-	d, store, db, err := f.openStore(ctx, e)
+	if *retention <= 0 {
+		return usageError("-retention must be positive, got %v", *retention)
+	}
+	d, store, db, err := f.openStore(ctx, e, idem.WithRetention(*retention))
 	if err != nil {
 		return err
 	}
@@ -166,7 +178,10 @@ func stuckError(d *database, k *keyFlags, op string, err error) error {
 			"key %s has finished: retries get its stored response (idem inspect shows it), and there is nothing to %s", k.name(), op)}
 	case errors.Is(err, idem.ErrKeyHeld):
 		return &exitCodeError{code: exitHeld, err: fmt.Errorf(
-			"a live request holds key %s: it is still running, and will finish or roll back by itself; try again later", k.name())}
+			"a live request holds key %s: it is still running, and will finish or give up by itself; try again later (%s)", k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
+	case errors.Is(err, idem.ErrPhasesCommitted):
+		return &exitCodeError{code: exitPhases, err: fmt.Errorf(
+			"key %s is a multi-step request that has committed phases, whose effects exist: nothing released; settle it, or undo what its phases and calls did and release it with -phases-undone (%s)", k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
 	case d.dialect.Classify(err) == idem.ErrorRetry:
 		// On SQLite, a transaction that holds the key holds the whole
 		// database's write lock, and BEGIN gives up after the busy timeout.

@@ -102,7 +102,7 @@ func heldArgs(tb *testDB, more ...string) []string {
 func wantHeld(t *testing.T, tb *testDB, r result, key string) {
 	t.Helper()
 	r.wantCode(t, exitHeld)
-	want := `idem: a live request holds key "` + key + `": it is still running, and will finish or roll back by itself; try again later`
+	want := `idem: a live request holds key "` + key + `": it is still running, and will finish or give up by itself; try again later`
 	if idem.CapabilitiesOf(tb.Dialect).OneWriter {
 		// The holder holds the whole database.
 		want = `idem: the ` + tb.Dialect.Name() + ` database is busy, perhaps with the request that holds key "` + key + `"; try again later (`

@@ -16,8 +16,10 @@ const statsHelp = `Usage: idem stats [flags]
 Stats reports the state of the table of keys:
 
   live keys     records that still count: a retry with their key replays
-  in flight     live records without a stored response (normally 0): keys
-                left unfinished, which idem settle or idem release resolves
+  in flight     live records without a stored response (normally 0 but for
+                the multi-step requests under way, which idem unfinished
+                lists): keys left unfinished, which idem settle or idem
+                release resolves once no request holds them
   expired keys  records past their expiry, waiting for idem purge
   oldest key    when the oldest record was claimed: much older than the
                 retention window means purge is not running

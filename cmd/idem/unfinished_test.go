@@ -78,3 +78,67 @@ func TestUnfinished(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleReleaseUnfinished shows what settle and release do with
+// multi-step requests: both refuse one whose runner holds its lease, even
+// in a call; release refuses one past its first phase unless told with
+// -phases-undone; settle ends one for good, with an expiry from then, which
+// inspect shows.
+func TestSettleReleaseUnfinished(t *testing.T) {
+	forEach(t, func(t *testing.T, tb *testDB) {
+		ctx := context.Background()
+		store := tb.store(t, idem.WithClock(func() time.Time { return t0 }), idem.WithLease(time.Hour), idem.WithRetention(time.Hour))
+		down := errors.New("provider unreachable")
+		phase := func(context.Context, *sql.Tx) error { return nil }
+		final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
+		run := func(key string, call func(context.Context, string) error) error {
+			_, err := store.Run(ctx, tb.db, key, idem.Fingerprint([]byte(key)),
+				idem.Phase("order", phase), idem.Call("charge", call), idem.Final("confirm", final))
+			return err
+		}
+		for _, key := range []string{"given-up-1", "given-up-2"} {
+			if err := run(key, func(context.Context, string) error { return down }); !errors.Is(err, down) {
+				t.Fatalf("Run: %v, want the provider's error", err)
+			}
+		}
+		held, letGo, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			done <- run("held", func(context.Context, string) error { close(held); <-letGo; return nil })
+		}()
+		defer func() { close(letGo); <-done }()
+		<-held
+
+		e := testEnv(t0.Add(time.Minute))
+		cmd := func(args ...string) result {
+			t.Helper()
+			return runWith(t, e, append(args[:1:1], tb.args(args[1:]...)...)...)
+		}
+		for _, r := range []result{
+			cmd("settle", "-key", "held", "-status", "500"),
+			cmd("release", "-key", "held", "-no-effect"),
+			cmd("release", "-key", "held", "-no-effect", "-phases-undone"),
+		} {
+			r.wantCode(t, exitHeld)
+			if !strings.Contains(r.stderr, "the lease of its multi-step request runs until") {
+				t.Errorf("stderr %q, want it to say that the lease is live", r.stderr)
+			}
+		}
+
+		r := cmd("release", "-key", "given-up-1", "-no-effect")
+		r.wantCode(t, exitPhases)
+		if !strings.Contains(r.stderr, `it stands at step "order"`) || !strings.Contains(r.stderr, "-phases-undone") {
+			t.Errorf("release past a phase: stderr %q", r.stderr)
+		}
+		cmd("release", "-key", "given-up-1", "-no-effect", "-phases-undone").wantCode(t, exitOK)
+		if _, err := store.Lookup(ctx, tb.db, "given-up-1"); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("Lookup after release -phases-undone: %v, want ErrNotFound", err)
+		}
+
+		cmd("settle", "-key", "given-up-2", "-status", "502", "-body", "refunded", "-retention", "1h").wantCode(t, exitOK)
+		r = cmd("inspect", "given-up-2")
+		r.wantCode(t, exitOK)
+		if want := "expires  " + t0.Add(time.Minute+time.Hour).UTC().Format("2006-01-02 15:04:05"); !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect of the settled request:\n%s\nwant %q", r.stdout, want)
+		}
+	})
+}
