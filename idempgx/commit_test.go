@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
+	"github.com/idemgo/idem/internal/dbtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -85,7 +86,7 @@ func TestTxRefusedAfterDoTx(t *testing.T) {
 	if err != nil || res.Outcome != idem.Claimed {
 		t.Fatalf("DoTx = %v, %v; want Claimed", res.Outcome, err)
 	}
-	if _, err := kept.Exec(ctx, e.Effects.InsertSQL(), "late", "late"); !errors.Is(err, pgx.ErrTxClosed) {
+	if _, err := kept.Exec(ctx, e.Effects.InsertSQL(), dbtest.EffectKey("late"), "late"); !errors.Is(err, pgx.ErrTxClosed) {
 		t.Errorf("Exec after DoTx = %v, want pgx.ErrTxClosed", err)
 	}
 	var n int

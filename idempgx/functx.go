@@ -8,12 +8,21 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// funcTx is the transaction as DoTx's Func gets it: pgx's own, refusing
-// statements once DoTx has ended it. DoTx commits with a COMMIT of its own,
-// sent in one batch with the completion, which pgx's transaction does not
-// see: without this guard, a Func that kept tx past its return would send
-// statements on a connection that is back in the pool, perhaps in another
-// request's hands. LargeObjects and Conn are pgx's, unguarded.
+// funcTx is the transaction as DoTx's Func gets it, pgx's own, and every
+// savepoint derived from it, at any depth: each refuses statements once DoTx
+// has ended the transaction. DoTx commits with a COMMIT of its own, sent in
+// one batch with the completion, which pgx's transaction does not see; pgx's
+// savepoints send their statements through that transaction. Without this
+// guard, a Func that kept tx or a savepoint of it past its return would send
+// statements on a connection that is back in the pool, in autocommit or in
+// another request's transaction.
+//
+// While DoTx runs, each method is pgx's: Begin sets a savepoint, and on a
+// savepoint Commit releases it and Rollback rolls back to it. LargeObjects
+// and Conn are pgx's, unguarded: neither can be wrapped, since pgx's
+// LargeObjects holds pgx's own transaction and Conn is the connection
+// itself, so what a Func does through them after DoTx's return reaches the
+// pooled connection.
 type funcTx struct {
 	pgx.Tx
 	o *ownedTx
@@ -21,11 +30,18 @@ type funcTx struct {
 
 var _ pgx.Tx = funcTx{}
 
+// Begin sets a savepoint, which is guarded as f is: pgx's own savepoint
+// would send its statements through pgx's transaction, which does not
+// know that DoTx ended it.
 func (f funcTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if f.o.ended {
 		return nil, errTxClosed
 	}
-	return f.Tx.Begin(ctx)
+	sp, err := f.Tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return funcTx{Tx: sp, o: f.o}, nil
 }
 
 func (f funcTx) Commit(ctx context.Context) error {

@@ -13,6 +13,13 @@ import (
 
 // Func is the work that a key protects, as idem.Func, in a pgx transaction:
 // it writes its effect in tx, and must neither commit nor roll tx back.
+//
+// In DoTx, which commits with a COMMIT that pgx's transaction does not see,
+// tx and every savepoint set with its Begin, at any depth, refuse each call
+// once DoTx has returned, with an error that matches pgx.ErrTxClosed and
+// sql.ErrTxDone, rather than send it on a connection back in the pool.
+// Their Conn and LargeObjects are pgx's and unguarded: use them only while
+// the Func runs.
 type Func func(ctx context.Context, tx pgx.Tx) (idem.Response, error)
 
 // Do is idem.Store.Do in the caller's pgx transaction tx: it runs fn at
