@@ -20,18 +20,20 @@ var errReplyLost = errors.New("read tcp: connection reset by peer")
 // commit, and whether their queries fail.
 type lossy struct {
 	// commit: 0 commits normally; loseReply commits and then reports
-	// errReplyLost; dropCommit rolls back and reports errReplyLost.
+	// errReplyLost; loseReplyAndQueries does too, and from then on fails
+	// queries; dropCommit rolls back and reports errReplyLost.
 	commit      atomic.Int32
 	failQueries atomic.Bool
 }
 
 const (
 	loseReply = 1 + iota
+	loseReplyAndQueries
 	dropCommit
 )
 
-// lossyConnector wraps a real SQLite connector, so that a commit's reply can
-// be lost after the commit did or did not happen.
+// lossyConnector wraps a real driver's connections, so that a commit's reply
+// can be lost after the commit did or did not happen.
 type lossyConnector struct {
 	base driver.Driver
 	dsn  string
@@ -87,6 +89,12 @@ func (t *lossyTx) Commit() error {
 			return err
 		}
 		return errReplyLost
+	case loseReplyAndQueries:
+		if err := t.Tx.Commit(); err != nil {
+			return err
+		}
+		t.ctl.failQueries.Store(true)
+		return errReplyLost
 	case dropCommit:
 		if err := t.Tx.Rollback(); err != nil {
 			return err
@@ -99,12 +107,17 @@ func (t *lossyTx) Commit() error {
 // lossyEnv is an env on SQLite whose connections obey ctl.
 func lossyEnv(t *testing.T) (*env, *lossy) {
 	t.Helper()
-	tg := dbtest.SQLite("")
+	return lossySetup(t, dbtest.SQLite(""))
+}
+
+// lossySetup is setup on tg, with connections that obey the returned ctl.
+func lossySetup(t *testing.T, tg target, opts ...idem.Option) (*env, *lossy) {
+	t.Helper()
 	ctl := &lossy{}
 	tg.Wrap = func(base driver.Driver, dsn string) driver.Connector {
 		return lossyConnector{base: base, dsn: dsn, ctl: ctl}
 	}
-	return setup(t, tg), ctl
+	return setup(t, tg, opts...), ctl
 }
 
 func TestDoTxLostCommitReply(t *testing.T) {

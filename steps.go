@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/idemgo/idem/internal/txn"
@@ -97,6 +98,12 @@ const never = math.MaxInt64
 // request stays unfinished. When the call that ran it died instead, a retry
 // takes it over once its lease has run out (see WithLease).
 //
+// A commit whose reply is lost is settled as DoTx settles it: Run looks the
+// record up, goes on when the commit happened, and runs the transaction
+// again when it did not. When the lookup fails too, Run returns
+// ErrCommitUnknown and gives up its lease, so that a retry resumes the
+// request at once from wherever it stands.
+//
 // The record is committed with the first transaction, before any step, and
 // it does not expire while the request is unfinished: Purge and the
 // takeover of expired keys leave it alone. A finished request is kept for
@@ -183,12 +190,19 @@ type stepRun struct {
 	// v holds the values of the claim that owns the request, once it
 	// does: its token fences every phase.
 	v *values
+	// late holds the tokens of this call's commits whose reply was lost
+	// and that the lookup did not find: such a commit may still land
+	// after it, and a record that carries one of them is this call's own.
+	late []int64
 }
 
 // run takes the request, or answers from its record, and runs its steps
 // from where it stands.
 func (r *stepRun) run(ctx context.Context) (Result, error) {
 	t, err := retrying(ctx, r.begin)
+	if err != nil && r.v != nil {
+		r.release(ctx) // the first transaction's outcome is unknown
+	}
 	if err != nil || t.res.Outcome != Claimed {
 		return t.res, err
 	}
@@ -291,6 +305,9 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		}
 	} else {
 		p, err := s.progress(ctx, tx, v)
+		if err == nil && p != nil && slices.Contains(r.late, p.token) {
+			return r.adopt(p) // an earlier attempt's commit landed late
+		}
 		if err != nil || p == nil || p.leaseUntil > now {
 			return taken{res: res}, err // held by a live runner, or a plain Do in flight
 		}
@@ -310,12 +327,81 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: v.token}
 	}
 	if err := tx.Commit(); err != nil {
-		return taken{}, s.wrap("commit", err)
+		if err := r.settleCommit(ctx, v, err); err != nil {
+			if errors.Is(err, ErrCommitUnknown) {
+				v.prevToken = v.token
+				r.v = v // for run to give up the lease, should the commit have landed
+			}
+			return taken{}, err
+		}
 	}
 	v.prevToken = v.token
 	r.v = v
 	res.token, res.ExpiresAt = v.token, time.Time{}
 	return taken{res: res, next: next}, nil
+}
+
+// adopt makes the request of p this call's: a record that an earlier
+// attempt of begin committed although its lookup did not find it.
+func (r *stepRun) adopt(p *progress) (taken, error) {
+	next, err := r.resumeAt(p.phase)
+	if err != nil {
+		return taken{}, err
+	}
+	v := r.s.newValues(r.key, r.reqHash)
+	v.token, v.prevToken = p.token, p.token
+	v.leaseUntil = p.leaseUntil
+	r.v = v
+	res := Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: p.token}
+	return taken{res: res, next: next}, nil
+}
+
+// settleCommit settles a commit of Run's that failed with cerr, as DoTx
+// does: by looking the record up, on a fresh connection, with the token of
+// the claim or phase that the commit would have written. It returns nil
+// when the record carries that token, since the commit then happened; an
+// error that matches ErrRetry when it did not, for the transaction to run
+// again; and one that matches ErrCommitUnknown when the lookup failed too.
+func (r *stepRun) settleCommit(ctx context.Context, v *values, cerr error) error {
+	s := r.s
+	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
+		return s.wrap("commit", cerr) // nothing was committed
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	rec, err := s.find(ctx, r.db, v.key)
+	if err != nil {
+		return fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, cerr, err)
+	}
+	if rec != nil && rec.token == v.token {
+		return nil
+	}
+	r.late = append(r.late, v.token)
+	return retryError("commit failed, nothing was stored", cerr)
+}
+
+// landedLate answers for a phase whose fence found the record under
+// another token: when that token is one of this call's commits that a
+// lookup did not find, the phase committed after all, and it returns the
+// final response it stored, if any, with ok true.
+func (r *stepRun) landedLate(ctx context.Context) (resp *Response, ok bool, err error) {
+	if len(r.late) == 0 {
+		return nil, false, nil
+	}
+	rec, err := r.s.find(ctx, r.db, r.v.key)
+	if err != nil || rec == nil || !slices.Contains(r.late, rec.token) {
+		return nil, false, err
+	}
+	r.v.token, r.v.prevToken = rec.token, rec.token
+	if !rec.finished {
+		return nil, true, nil
+	}
+	stored, err := rec.response(r.v.key)
+	if err != nil {
+		return nil, false, err
+	}
+	r.v.expiresAt = rec.expiresAt
+	return &stored, true, nil
 }
 
 // progress is where an unfinished multi-step request stands.
@@ -387,6 +473,16 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 		now := s.clock().UnixMicro()
 		v.phase, v.leaseUntil = name, addMicros(now, s.lease.Microseconds())
 		if n, err := r.exec(ctx, tx, s.steps.advance, v); err != nil || n != 1 {
+			if err == nil {
+				resp, ok, lerr := r.landedLate(ctx)
+				if ok {
+					committed = true // the record's token is v's now
+					return resp, nil
+				}
+				if lerr != nil {
+					return nil, s.wrap("step "+name+": look up the record", lerr)
+				}
+			}
 			return nil, stepError("step "+name, err, s)
 		}
 		resp, err := body(ctx, tx)
@@ -408,7 +504,9 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 			return nil, s.wrap(fmt.Sprintf("step %q", name), err)
 		}
 		if err := tx.Commit(); err != nil {
-			return nil, s.wrap("commit step "+name, err)
+			if err := r.settleCommit(ctx, v, err); err != nil {
+				return nil, err
+			}
 		}
 		committed = true
 		return resp, nil

@@ -1,0 +1,88 @@
+package idem_test
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// TestRunLostCommitReply loses the reply to each of Run's commits in turn,
+// after the server committed, on every database: Run settles the commit by
+// a lookup within the same call and goes on, so the request finishes in
+// that call with every phase committed once. A commit that did not happen
+// is run again. When the lookup fails as well, Run says that the outcome is
+// unknown and gives its lease up, so that the client's retry resumes the
+// request at once.
+func TestRunLostCommitReply(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		e, ctl := lossySetup(t, tg)
+		// run runs a request whose commit at the step named at fails
+		// as mode says; "" is the first transaction, before any step.
+		run := func(key, at string, mode int32) (*order, idem.Result, error) {
+			o := &order{e: e, key: key}
+			lost := false
+			lose := func(step string) { // once: a phase run again commits
+				if step == at && !lost {
+					lost = true
+					ctl.commit.Store(mode)
+				}
+			}
+			lose("")
+			phase := func(name string) func(context.Context, *sql.Tx) error {
+				return func(ctx context.Context, tx *sql.Tx) error {
+					lose(name)
+					return o.phase(name)(ctx, tx)
+				}
+			}
+			steps := []idem.Step{
+				idem.Phase("order", phase("order")),
+				o.steps()[1],
+				idem.Phase("charged", phase("charged")),
+				idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					return orderResponse, phase("confirm")(ctx, tx)
+				}),
+			}
+			res, err := e.Store.Run(ctx, e.DB, key, hashA, steps...)
+			return o, res, err
+		}
+		all := map[string]int{"order": 1, "charged": 1, "confirm": 1}
+		for _, at := range []string{"", "order", "charged", "confirm"} {
+			for _, mode := range []int32{loseReply, dropCommit} {
+				key := "lost-at-" + cmp.Or(at, "begin") + "-" + map[int32]string{loseReply: "landed", dropCommit: "dropped"}[mode]
+				t.Run(key, func(t *testing.T) {
+					o, res, err := run(key, at, mode)
+					if ctl.commit.Load() != 0 {
+						t.Fatal("no commit failed")
+					}
+					wantOutcome(t, res, err, idem.Claimed)
+					sameResponse(t, res.Response, orderResponse)
+					o.wantPhases(t, all)
+					if n := len(o.calls()); n != 1 {
+						t.Errorf("provider called %d times, want 1", n)
+					}
+				})
+			}
+		}
+
+		for _, at := range []string{"", "order"} {
+			key := "unknown-at-" + cmp.Or(at, "begin")
+			t.Run(key, func(t *testing.T) {
+				o, _, err := run(key, at, loseReplyAndQueries)
+				ctl.failQueries.Store(false)
+				if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, errReplyLost) {
+					t.Fatalf("Run: %v, want ErrCommitUnknown wrapping the commit's error", err)
+				}
+				// The lease was given up: the retry resumes at once.
+				res, err := o.run(t, hashA)
+				wantOutcome(t, res, err, idem.Claimed)
+				sameResponse(t, res.Response, orderResponse)
+				o.wantPhases(t, all)
+			})
+		}
+	})
+}
