@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idemgo/idem"
 )
@@ -82,6 +83,72 @@ func TestRunLostCommitReply(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				sameResponse(t, res.Response, orderResponse)
 				o.wantPhases(t, all)
+			})
+		}
+	})
+}
+
+// TestRunLostCommitReplyOverTCP cuts the connection between Run and the
+// server at the COMMIT of its first transaction, and at that of a phase:
+// after passing it on, before, or, for the first transaction, passing it on
+// only once Run has looked the record up, found nothing, and sent the claim
+// of its next attempt. Every request finishes in the same call, with each
+// phase committed once and one call to the provider.
+func TestRunLostCommitReplyOverTCP(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		if tg.Family == "sqlite" {
+			t.Skip("SQLite has no network between the client and the database")
+		}
+		for _, c := range []struct {
+			at   string
+			mode int32
+		}{
+			{"", cutAfterCommit},
+			{"", cutBeforeCommit},
+			{"", cutLateCommit},
+			{"charged", cutAfterCommit},
+			{"charged", cutBeforeCommit},
+		} {
+			name := cmp.Or(c.at, "begin") + map[int32]string{cutAfterCommit: ", the server committed",
+				cutBeforeCommit: ", the commit never arrived", cutLateCommit: ", the commit landed after the lookup"}[c.mode]
+			t.Run(name, func(t *testing.T) {
+				// As in TestLostCommitReplyOverTCP: room for the server to
+				// free the cut session's locks on a loaded machine.
+				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
+				var p *cutProxy
+				dsn := throughProxy(t, tg, e.DSN, func(target string) string {
+					p = startProxy(t, target)
+					return p.ln.Addr().String()
+				})
+				db, err := sql.Open(tg.Driver, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				o := &order{e: e, key: "k"}
+				steps := o.steps()
+				if c.at == "" {
+					p.mode.Store(c.mode)
+				} else {
+					cut := false
+					steps[2] = idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
+						if !cut {
+							cut = true
+							p.mode.Store(c.mode)
+						}
+						return o.phase("charged")(ctx, tx)
+					})
+				}
+				res, err := e.Store.Run(context.Background(), db, o.key, hashA, steps...)
+				wantOutcome(t, res, err, idem.Claimed)
+				sameResponse(t, res.Response, orderResponse)
+				if p.mode.Load() != cutNothing {
+					t.Error("the proxy never saw the COMMIT")
+				}
+				o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+				if n := len(o.calls()); n != 1 {
+					t.Errorf("provider called %d times, want 1", n)
+				}
 			})
 		}
 	})
