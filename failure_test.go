@@ -179,15 +179,12 @@ func (p *cutProxy) serve() {
 					if commit && p.mode.CompareAndSwap(mode, cutNothing) && mode == cutBeforeCommit {
 						return
 					}
-					if commit && mode == cutLateCommit {
-						p.commitLate(client, server, chunk, replied)
+					if commit {
+						p.commitCut(client, server, chunk, replied, mode == cutLateCommit)
 						return
 					}
 					if _, werr := server.Write(chunk); werr != nil {
 						return
-					}
-					if commit {
-						return // the COMMIT went on; its reply will not come back
 					}
 				}
 				if err != nil {
@@ -198,16 +195,19 @@ func (p *cutProxy) serve() {
 	}
 }
 
-// commitLate cuts the client off, waits for another connection's INSERT (the
-// claim of the client's next attempt, sent after it looked the key up and
-// found nothing), then passes the COMMIT on and waits for the server to
-// answer it. The waits are bounded so that a test that goes wrong ends.
-func (p *cutProxy) commitLate(client, server net.Conn, commit []byte, replied <-chan struct{}) {
+// commitCut cuts the client off, so that no reply can reach it, then
+// passes the COMMIT on and waits for the server to answer it. With late, it
+// first waits for another connection's INSERT (the claim of the client's
+// next attempt, sent after it looked the key up and found nothing). The
+// waits are bounded so that a test that goes wrong ends.
+func (p *cutProxy) commitCut(client, server net.Conn, commit []byte, replied <-chan struct{}, late bool) {
 	client.Close()
-	p.holding.Store(true)
-	select {
-	case <-p.insert:
-	case <-time.After(30 * time.Second):
+	if late {
+		p.holding.Store(true)
+		select {
+		case <-p.insert:
+		case <-time.After(30 * time.Second):
+		}
 	}
 	if _, err := server.Write(commit); err != nil {
 		return
