@@ -89,6 +89,7 @@ const (
 // dialect's placeholders. The parameters are {key}, {request_hash},
 // {created_at}, {expires_at}, {status}, {header}, {body}, {checksum}, {now}
 // and {limit}, the column values or the moment and batch size of a purge;
+// {keys}, the keys of one batch of a purge, one placeholder each;
 // {token}, the number of one claim, unique to it; and {lock_id}, a 64-bit
 // number derived from the key, the same in every process (a dialect whose
 // locks are shared by several tables mixes the table in itself, as the
@@ -182,8 +183,31 @@ type Statements struct {
 	Abandon string
 
 	// Purge deletes at most {limit} records whose expires_at is at or
-	// before {now}. Each run is its own short statement.
+	// before {now}, in one statement that Purge runs on its own, outside
+	// any transaction. Leave it empty when PurgeSelect and PurgeDelete are
+	// set, which take its place. One statement is right for a database
+	// that runs one writer at a time, such as SQLite; where writers run
+	// concurrently, a delete that meets a record that a claim is taking
+	// over waits for that claim while it holds the records it has already
+	// deleted, and new requests with their keys wait for it in turn, up
+	// to their lock timeout (docs/failure-modes.md).
 	Purge string
+
+	// PurgeSelect and PurgeDelete purge one batch in two statements, in a
+	// transaction of its own; set both or neither. PurgeSelect returns
+	// one column, the key, of at most {limit} records whose expires_at is
+	// at or before {now}, oldest first, and locks them, skipping the
+	// records that another transaction holds (FOR UPDATE SKIP LOCKED) so
+	// that it waits for no claim. Where the database cannot skip, it
+	// waits no longer than the lock wait that SetLockWait sets, or a
+	// bound of its own; a wait that times out gives the batch up, and
+	// Purge returns ErrRetry. PurgeDelete deletes the records among
+	// {keys}, a list of keys that the Store binds one placeholder each
+	// (IN ({keys})), whose expires_at is still at or before {now}: the
+	// check keeps a record that was taken over after PurgeSelect read it,
+	// where PurgeSelect did not lock it, and RowsAffected counts what it
+	// deleted.
+	PurgeSelect, PurgeDelete string
 }
 
 // param names one value a statement can bind.
@@ -202,6 +226,7 @@ const (
 	paramLimit
 	paramToken
 	paramLockID
+	paramKeys
 	// The parameters of multi-step requests (steps_sql.go), which no
 	// Statements field binds.
 	paramPhase
@@ -223,6 +248,7 @@ var paramNames = [...]string{
 	paramLimit:       "limit",
 	paramToken:       "token",
 	paramLockID:      "lock_id",
+	paramKeys:        "keys",
 	paramPhase:       "phase",
 	paramLeaseUntil:  "lease_until",
 	paramPrevToken:   "prev_token",
@@ -246,8 +272,9 @@ type values struct {
 	now                    int64
 	limit                  int64
 	token, lockID          int64
-	phase                  string // a multi-step request's recovery point
-	leaseUntil, prevToken  int64  // its lease, and the token it takes over
+	keys                   [][]byte // the batch of a purge, for {keys}
+	phase                  string   // a multi-step request's recovery point
+	leaseUntil, prevToken  int64    // its lease, and the token it takes over
 
 	// argBuf holds the arguments of the statement being sent, which
 	// database/sql copies before the call returns, and keyArg the key
@@ -305,7 +332,13 @@ func (s *statement) uses(p param) bool { return contains(s.params, p) }
 
 func (s *statement) args(v *values) []any {
 	args := v.argBuf[:0]
+	k := 0
 	for _, p := range s.params {
+		if p == paramKeys {
+			args = append(args, v.keys[k])
+			k++
+			continue
+		}
 		args = append(args, v.get(p))
 	}
 	return args
@@ -313,8 +346,15 @@ func (s *statement) args(v *values) []any {
 
 // bind replaces the {name} parameters of sql with d's placeholders. Only the
 // names in allowed may appear: a dialect that binds something a statement
-// does not provide fails in New, not at run time.
+// does not provide fails in New, not at run time. A {keys} list becomes
+// one placeholder.
 func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
+	return bindList(d, what, sql, 1, allowed...)
+}
+
+// bindList is bind with {keys} replaced by n placeholders, separated by
+// commas, each bound to one key of values.keys in turn.
+func bindList(d Dialect, what, sql string, n int, allowed ...param) (statement, error) {
 	numbered := d.Placeholder(1) != d.Placeholder(2)
 	var (
 		b      strings.Builder
@@ -346,6 +386,17 @@ func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
 			return statement{}, fmt.Errorf("%w: %s dialect: %s statement cannot bind {%s}", ErrInvalidArgument, d.Name(), what, name)
 		}
 		b.WriteString(sql[:i])
+		if p == paramKeys {
+			for k := range n {
+				if k > 0 {
+					b.WriteString(", ")
+				}
+				params = append(params, p)
+				b.WriteString(d.Placeholder(len(params)))
+			}
+			sql = sql[i+j+1:]
+			continue
+		}
 		if n, ok := seen[p]; ok && numbered {
 			b.WriteString(d.Placeholder(n))
 		} else {

@@ -62,6 +62,12 @@ RETURNING token = {token}, 0, {record}`)
 	// key up only after its claim waited, so the lookup does not wait
 	// again: a held record fails at once, and Do answers InFlight.
 	st.Lookup = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + st.Lookup
+	// MariaDB 10.5 has no SKIP LOCKED, and runs the comment's words only
+	// from 10.6 on: there a purge's batch waits for a held record, under
+	// the Store's lock timeout, and is given up when it passes.
+	st.PurgeSelect = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" +
+		"SELECT {K} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE /*M!100600 SKIP LOCKED */")
+	st.PurgeDelete = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" + st.PurgeDelete)
 	return st
 }
 

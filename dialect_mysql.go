@@ -143,7 +143,17 @@ ON DUPLICATE KEY UPDATE
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {K} = {key}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {K} = {key} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE {K} = {key} AND token = {token}`),
-		Purge:    r.Replace(`DELETE FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit}`),
+		// A purge locks its batch skipping the records that claims
+		// hold (MySQL 8.0.1, MariaDB 10.6), then deletes it by key,
+		// checking the expiry again. A DELETE ... ORDER BY ... LIMIT
+		// would wait for a held record while it kept the locks of
+		// those it had deleted (docs/failure-modes.md). The delete
+		// must find its rows through the primary key, which touches
+		// only the rows the batch holds: InnoDB locks every row a
+		// statement scans, and on a small table the optimizer scans
+		// the whole of it, held records included.
+		PurgeSelect: r.Replace(`SELECT {K} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
+		PurgeDelete: r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE p.{K} IN ({keys}) AND p.expires_at <= {now}`),
 	}
 }
 

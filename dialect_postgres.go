@@ -103,10 +103,11 @@ FROM (VALUES (1)) AS one LEFT JOIN {T} AS r ON r.key = {key}::bytea`),
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
-		// SKIP LOCKED leaves alone the records that a claim is taking over.
-		Purge: r.Replace(`DELETE FROM {T} WHERE key IN (
-	SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED
-) AND expires_at <= {now}`),
+		// SKIP LOCKED leaves alone the records that a claim is taking
+		// over, and the batch's transaction keeps the others locked
+		// until they are deleted.
+		PurgeSelect: r.Replace(`SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
+		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE key IN ({keys}) AND expires_at <= {now}`),
 	}
 }
 

@@ -35,7 +35,10 @@ var (
 	// error, when its completion finds the claim gone: the server ended
 	// the transaction under it, and the key may belong to a duplicate
 	// request by now. DoTx runs the transaction again itself, and returns
-	// ErrRetry only when its attempts run out.
+	// ErrRetry only when its attempts run out. Purge returns it when it
+	// gave a batch up, for a lock it would not wait for any longer or a
+	// conflict: nothing of that batch was deleted, and a later run can
+	// delete it.
 	ErrRetry = errors.New("idem: conflict, retry the transaction")
 
 	// ErrResponseTooLarge is returned by Do and DoTx when the response of

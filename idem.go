@@ -127,7 +127,11 @@ type Store struct {
 	claimWrite, setLockWait, resetLockWait statement
 	// claimLost is empty where the claim returns the record it lost to.
 	claimLost statement
-	tokens    atomic.Uint64
+	// purgeSelect is empty where the dialect purges in one statement,
+	// purge; purgeDelete is its PurgeDelete, bound per batch (bindList).
+	purgeSelect statement
+	purgeDelete string
+	tokens      atomic.Uint64
 	// steps holds the statements of multi-step requests, nil where the
 	// dialect has none; lease is WithLease's.
 	steps *stepStatements
@@ -180,7 +184,8 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
 		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramToken, paramStatus, paramHeader, paramBody, paramChecksum}},
 		{&s.abandon, "abandon", st.Abandon, false, []param{paramKey, paramToken}},
-		{&s.purge, "purge", st.Purge, false, []param{paramNow, paramLimit}},
+		{&s.purge, "purge", st.Purge, st.PurgeSelect != "" || st.PurgeDelete != "", []param{paramNow, paramLimit}},
+		{&s.purgeSelect, "purge select", st.PurgeSelect, true, []param{paramNow, paramLimit}},
 	} {
 		if b.sql == "" {
 			if b.optional {
@@ -202,6 +207,19 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	}
 	if s.claimWrite.query != "" && !s.claim.uses(paramToken) {
 		return nil, fmt.Errorf("%w: %s dialect: the claim statement that reads what the claim wrote does not bind {token}", ErrInvalidArgument, d.Name())
+	}
+	if (st.PurgeSelect == "") != (st.PurgeDelete == "") {
+		return nil, fmt.Errorf("%w: %s dialect sets one of PurgeSelect and PurgeDelete: set both or neither", ErrInvalidArgument, d.Name())
+	}
+	if st.PurgeDelete != "" {
+		del, err := bind(d, "purge delete", st.PurgeDelete, paramKeys, paramNow)
+		if err != nil {
+			return nil, err
+		}
+		if !del.uses(paramKeys) {
+			return nil, fmt.Errorf("%w: %s dialect: the purge delete statement does not bind {keys}", ErrInvalidArgument, d.Name())
+		}
+		s.purgeDelete = st.PurgeDelete
 	}
 	if (s.setLockWait.query == "") != (s.resetLockWait.query == "") {
 		return nil, fmt.Errorf("%w: %s dialect sets one of SetLockWait and ResetLockWait: set both or neither", ErrInvalidArgument, d.Name())
@@ -248,9 +266,11 @@ type Query struct {
 }
 
 // Queries returns the statements the Store sends, by name: "claim",
-// "lookup", "complete", "abandon", "purge", and, where the dialect has them,
-// "takeover", "claim_write", "claim_lost", "set_lock_wait" and "reset_lock_wait" (see
-// Statements for what each does and when it runs). They are for tools and
+// "lookup", "complete", "abandon", and, where the dialect has them,
+// "takeover", "claim_write", "claim_lost", "set_lock_wait", "reset_lock_wait",
+// "purge", or "purge_select" and "purge_delete" (see Statements for what each
+// does and when it runs). "purge_delete" is shown for a batch of one key; a
+// batch of n keys has n placeholders in its list. They are for tools and
 // tests that must match the Store's SQL exactly, such as the sqlmock
 // expectations of package idemtest.
 func (s *Store) Queries() map[string]Query {
@@ -263,6 +283,7 @@ func (s *Store) Queries() map[string]Query {
 		"complete": &s.complete, "abandon": &s.abandon, "purge": &s.purge,
 		"claim_write": &s.claimWrite, "claim_lost": &s.claimLost,
 		"set_lock_wait": &s.setLockWait, "reset_lock_wait": &s.resetLockWait,
+		"purge_select": &s.purgeSelect,
 	} {
 		if st.query == "" {
 			continue
@@ -272,6 +293,14 @@ func (s *Store) Queries() map[string]Query {
 			q.Params = append(q.Params, paramNames[p])
 		}
 		qs[name] = q
+	}
+	if s.purgeDelete != "" {
+		del, _ := s.purgeDeleteFor(1) // New bound it once already
+		q := Query{SQL: del.query}
+		for _, p := range del.params {
+			q.Params = append(q.Params, paramNames[p])
+		}
+		qs["purge_delete"] = q
 	}
 	return qs
 }

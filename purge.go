@@ -6,16 +6,25 @@ import (
 	"fmt"
 )
 
-// Purge deletes expired records, batch at a time, each batch a statement of
-// its own outside any transaction, so that it never holds many locks for
-// long. It returns how many records it deleted, also when it stops early on
-// an error or a cancelled context. Run it from time to time; records that
-// expired but are not yet purged no longer count, and a new claim of their
-// key replaces them.
+// Purge deletes expired records, batch at a time, so that it never holds
+// many locks for long. It returns how many records it deleted, also when it
+// stops early on an error or a cancelled context. Run it from time to time;
+// records that expired but are not yet purged no longer count, and a new
+// claim of their key replaces them.
 //
-// On SQLite each batch holds the database's one write lock, and every
-// request waits for it: there, purge a few hundred records at a time while
-// requests are being served. docs/operations.md suggests a schedule.
+// Where writers run concurrently, each batch is a short transaction of its
+// own: it locks up to batch expired records, skipping those that a claim is
+// taking over, and deletes those that are still expired. It never waits for
+// a claim while it holds the records it has deleted, which new requests
+// with those keys would wait for in turn. Where the database cannot skip a
+// locked record (see Statements.PurgeSelect), a batch waits no longer than
+// the lock timeout and is then given up: Purge returns an error that
+// matches ErrRetry, and a later run carries on.
+//
+// On SQLite each batch is one statement that holds the database's one write
+// lock, and every request waits for it: there, purge a few hundred records
+// at a time while requests are being served. docs/operations.md suggests a
+// schedule.
 func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
@@ -26,23 +35,149 @@ func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error)
 	if batch <= 0 {
 		return 0, fmt.Errorf("%w: purge batch must be positive, got %d", ErrInvalidArgument, batch)
 	}
-	var total int64
+	var (
+		total int64
+		full  statement // PurgeDelete bound for a whole chunk of keys
+	)
+	if s.purgeDelete != "" {
+		var err error
+		if full, err = s.purgeDeleteFor(min(batch, purgeChunk)); err != nil {
+			return 0, err
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
 		v := &values{now: s.clock().UnixMicro(), limit: int64(batch)}
-		r, err := db.ExecContext(ctx, s.purge.query, s.purge.args(v)...)
-		if err != nil {
-			return total, fmt.Errorf("idem: purge: %w", err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("idem: purge: %w", err)
+		var (
+			n, found int64
+			err      error
+		)
+		if s.purgeSelect.query == "" {
+			n, err = s.purgeStatement(ctx, db, v)
+			found = n
+		} else {
+			n, found, err = s.purgeBatch(ctx, db, v, full)
 		}
 		total += n
-		if n < int64(batch) {
+		if err != nil {
+			return total, err
+		}
+		if found < int64(batch) {
 			return total, nil
 		}
 	}
+}
+
+// purgeStatement runs a dialect's one-statement Purge.
+func (s *Store) purgeStatement(ctx context.Context, db *sql.DB, v *values) (int64, error) {
+	r, err := db.ExecContext(ctx, s.purge.query, s.purge.args(v)...)
+	if err != nil {
+		return 0, fmt.Errorf("idem: purge: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("idem: purge: %w", err)
+	}
+	return n, nil
+}
+
+// purgeBatch runs one batch of PurgeSelect and PurgeDelete in a transaction,
+// under the Store's lock wait where the dialect sets one per session, and
+// returns how many records it deleted and how many PurgeSelect found. full
+// is PurgeDelete bound for a whole batch, the common case.
+func (s *Store) purgeBatch(ctx context.Context, db *sql.DB, v *values, full statement) (deleted, found int64, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("idem: purge: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // the batch's error is the one to report
+		}
+	}()
+	if s.setLockWait.query != "" {
+		if _, err := tx.ExecContext(ctx, s.setLockWait.query); err != nil {
+			return 0, 0, s.purgeError(err)
+		}
+	}
+	deleted, found, err = s.purgeKeys(ctx, tx, v, full)
+	if s.resetLockWait.query != "" {
+		// The session's own lock wait comes back whatever the batch did:
+		// the connection goes back to the pool after it.
+		if _, rerr := tx.ExecContext(ctx, s.resetLockWait.query); rerr != nil && err == nil {
+			err = s.purgeError(rerr)
+		}
+	}
+	if err != nil {
+		return 0, found, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, found, s.purgeError(err)
+	}
+	return deleted, found, nil
+}
+
+// purgeKeys reads the keys of one batch with PurgeSelect and deletes them
+// with PurgeDelete, in tx.
+func (s *Store) purgeKeys(ctx context.Context, tx *sql.Tx, v *values, full statement) (deleted, found int64, err error) {
+	rows, err := tx.QueryContext(ctx, s.purgeSelect.query, s.purgeSelect.args(v)...)
+	if err != nil {
+		return 0, 0, s.purgeError(err)
+	}
+	for rows.Next() {
+		var k []byte
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return 0, 0, s.purgeError(err)
+		}
+		v.keys = append(v.keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, s.purgeError(err)
+	}
+	found = int64(len(v.keys))
+	keys := v.keys
+	for len(keys) > 0 {
+		v.keys = keys[:min(len(keys), purgeChunk)]
+		keys = keys[len(v.keys):]
+		del := full
+		if len(del.params) != len(v.keys)+1 {
+			if del, err = s.purgeDeleteFor(len(v.keys)); err != nil {
+				return deleted, found, err
+			}
+		}
+		r, err := tx.ExecContext(ctx, del.query, del.args(v)...)
+		if err != nil {
+			return deleted, found, s.purgeError(err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return deleted, found, s.purgeError(err)
+		}
+		deleted += n
+	}
+	return deleted, found, nil
+}
+
+// purgeChunk is the most keys one PurgeDelete binds: PostgreSQL and MySQL
+// take at most 65,535 parameters in a statement, so a larger batch deletes
+// its keys in several statements of the same transaction.
+const purgeChunk = 10000
+
+// purgeDeleteFor binds PurgeDelete for a batch of n keys.
+func (s *Store) purgeDeleteFor(n int) (statement, error) {
+	return bindList(s.d, "purge delete", s.purgeDelete, n, paramKeys, paramNow)
+}
+
+// purgeError wraps an error of a purge's batch, with ErrRetry when the batch
+// was given up for a lock it would not wait for longer, or lost to a
+// conflict: nothing of it was deleted, and a later run can delete it.
+func (s *Store) purgeError(err error) error {
+	switch s.d.Classify(err) {
+	case ErrorLockTimeout, ErrorRetry:
+		return fmt.Errorf("idem: purge: batch given up: %w: %w", ErrRetry, err)
+	}
+	return fmt.Errorf("idem: purge: %w", err)
 }
