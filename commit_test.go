@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -24,6 +25,10 @@ type lossy struct {
 	// queries; dropCommit rolls back and reports errReplyLost.
 	commit      atomic.Int32
 	failQueries atomic.Bool
+
+	mu sync.Mutex
+	// began holds the options of every transaction begun.
+	began []driver.TxOptions
 }
 
 const (
@@ -63,6 +68,9 @@ type lossyConn struct {
 }
 
 func (c *lossyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.ctl.mu.Lock()
+	c.ctl.began = append(c.ctl.began, opts)
+	c.ctl.mu.Unlock()
 	tx, err := c.fullConn.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err

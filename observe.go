@@ -4,12 +4,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"time"
 )
 
-// Event describes one call of Do or DoTx, for an observer set with
-// WithObserver.
+// Event describes one call of Do, DoTx or Run, or one moment in the life of
+// a multi-step request, for an observer set with WithObserver. Kind tells
+// which: an observer that counts calls counts the events of kind
+// EventCall, the zero Kind, which every call has exactly one of.
 type Event struct {
+	// Kind says what the Event reports.
+	Kind EventKind
+	// Step names the step of a multi-step request that the Event is
+	// about: the recovery point a takeover resumes after (empty when no
+	// phase had committed), or the step that found the lease lost. It is
+	// empty for the other kinds.
+	Step string
 	// Outcome is the answer; it is zero when Err is set.
 	Outcome Outcome
 	// Err is the error the call returned, if any.
@@ -28,6 +38,47 @@ type Event struct {
 	// (always tried with WithLookupFirst, and by default while retries are
 	// frequent; see Store.LooksUpFirst).
 	Attempts int
+}
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// EventCall is the answer of a call of Do, DoTx or Run.
+	EventCall EventKind = iota
+	// EventResume is the answer of the Run that a Resumer made to drive
+	// an unfinished request forward: Claimed when it finished the
+	// request, InFlight or Replay when another call had it, or Err.
+	EventResume
+	// EventCompensate is the end of a request through the Resumer's
+	// Compensate: Claimed when its failure was stored, or Err.
+	EventCompensate
+	// EventTakeover reports that Run took over a multi-step request whose
+	// lease had run out, its runner gone or too slow, to resume it after
+	// Step. Its Outcome is Claimed.
+	EventTakeover
+	// EventLeaseLost reports that Run found, in Step, that another call
+	// had taken its request over; Err matches ErrLeaseLost, and the step
+	// was rolled back. The call's own EventCall follows with the same
+	// error.
+	EventLeaseLost
+)
+
+// String returns the kind's name in lower case, as "call" or "lease lost".
+func (k EventKind) String() string {
+	switch k {
+	case EventCall:
+		return "call"
+	case EventResume:
+		return "resume"
+	case EventCompensate:
+		return "compensate"
+	case EventTakeover:
+		return "takeover"
+	case EventLeaseLost:
+		return "lease lost"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
 }
 
 // startEvent returns the time a measured span starts, or the zero time when
@@ -51,16 +102,24 @@ func (s *Store) endEvent(ctx context.Context, start time.Time, key string, res R
 	if len(s.observers) == 0 {
 		return
 	}
-	sum := sha256.Sum256([]byte(key))
-	e := Event{
+	s.emit(ctx, key, Event{
 		Outcome:   res.Outcome,
 		Err:       err,
-		KeyHash:   hex.EncodeToString(sum[:8]),
 		ClaimWait: wait,
 		Duration:  time.Since(start),
 		Attempts:  attempts,
+	})
+}
+
+// emit hands e, about key, to the observers, with the key's hash, and no
+// outcome when it reports an error.
+func (s *Store) emit(ctx context.Context, key string, e Event) {
+	if len(s.observers) == 0 {
+		return
 	}
-	if err != nil {
+	sum := sha256.Sum256([]byte(key))
+	e.KeyHash = hex.EncodeToString(sum[:8])
+	if e.Err != nil {
 		e.Outcome = 0
 	}
 	for _, observe := range s.observers {

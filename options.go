@@ -222,8 +222,10 @@ func WithoutLookupFirst() Option {
 }
 
 // WithObserver adds a function that receives an Event after every call of
-// Do and DoTx, for metrics and logs: the outcome or error, how long the claim
-// waited, how many attempts DoTx made. Events name the key only by a hash.
+// Do, DoTx and Run, for metrics and logs: the outcome or error, how long the
+// claim waited, how many attempts DoTx made; and one at each takeover, lost
+// lease, resume and compensation of a multi-step request (see EventKind).
+// Events name the key only by a hash.
 // Observers run in the caller's goroutine before Do returns, in the order
 // they were added, so keep them quick. The default is no observer, which
 // costs nothing.

@@ -106,6 +106,11 @@ type Resumer struct {
 	// the request could not go forward.
 	Compensate func(ctx context.Context, tx *sql.Tx, req Unfinished, cause error) (Response, error)
 
+	// TxOptions are the options of the transactions of the requests'
+	// steps and of Compensate, as Run's opts; nil is the database's
+	// default.
+	TxOptions *sql.TxOptions
+
 	// MinAge, GiveUpAfter and Batch are DefaultResumeAge,
 	// DefaultGiveUpAfter and DefaultResumeBatch when zero.
 	MinAge, GiveUpAfter time.Duration
@@ -162,7 +167,9 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 	}
 	steps, cause := r.Steps(ctx, u.Key)
 	if cause == nil {
-		res, err := s.Run(ctx, r.DB, u.Key, u.requestHash, steps...)
+		// The observers get the answer as an EventResume: it is no
+		// client's call.
+		res, err := s.run(ctx, r.DB, r.TxOptions, u.Key, u.requestHash, steps, EventResume)
 		switch {
 		case err != nil:
 			cause = err
@@ -177,7 +184,7 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 	if r.Compensate == nil || s.clock().Sub(u.CreatedAt) < cmp.Or(r.GiveUpAfter, DefaultGiveUpAfter) {
 		return cause
 	}
-	claimed, err := s.compensate(ctx, r.DB, u, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+	claimed, err := s.compensate(ctx, r.DB, r.TxOptions, u, func(ctx context.Context, tx *sql.Tx) (Response, error) {
 		return r.Compensate(ctx, tx, u, cause)
 	})
 	switch {
@@ -193,11 +200,15 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 
 // compensate ends the unfinished request u with fn's response, in a
 // transaction of its own, after taking it over; claimed is false when
-// another call had it, or finished it, first.
-func (s *Store) compensate(ctx context.Context, db *sql.DB, u Unfinished, fn Func) (claimed bool, err error) {
-	r := &stepRun{s: s, db: db, key: u.Key, reqHash: u.requestHash, anyPoint: true}
+// another call had it, or finished it, first. The observers get an
+// EventCompensate when it stored the response or failed.
+func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions, u Unfinished, fn Func) (claimed bool, err error) {
+	r := &stepRun{s: s, db: db, opts: opts, key: u.Key, reqHash: u.requestHash, anyPoint: true}
 	t, err := retrying(ctx, r.begin)
 	if err != nil || t.res.Outcome != Claimed {
+		if err != nil {
+			s.emit(ctx, u.Key, Event{Kind: EventCompensate, Err: err})
+		}
 		return false, err
 	}
 	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx *sql.Tx) (*Response, error) {
@@ -206,8 +217,10 @@ func (s *Store) compensate(ctx context.Context, db *sql.DB, u Unfinished, fn Fun
 	}))
 	if err != nil {
 		r.release(ctx)
+		s.emit(ctx, u.Key, Event{Kind: EventCompensate, Err: err})
 		return false, err
 	}
+	s.emit(ctx, u.Key, Event{Kind: EventCompensate, Outcome: Claimed})
 	return true, nil
 }
 

@@ -110,12 +110,20 @@ const never = math.MaxInt64
 // the retention window (WithRetention) from when it finished. Do and DoTx
 // answer InFlight for a key whose request is unfinished.
 //
+// Each transaction of Run begins on db with opts, as DoTx's does; nil is
+// the database's default.
+//
 // The steps' names must be distinct, of letters, digits, '.', '_' and '-',
 // at most MaxStepNameBytes long; the last step, and only it, is a Final.
 // Resuming needs the steps of the run that began the request, up to its
 // recovery point: rename or remove a step only once no request is
 // unfinished past it.
-func (s *Store) Run(ctx context.Context, db *sql.DB, key string, reqHash []byte, steps ...Step) (Result, error) {
+func (s *Store) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, steps ...Step) (Result, error) {
+	return s.run(ctx, db, opts, key, reqHash, steps, EventCall)
+}
+
+// run is Run, whose answer the observers get as an Event of kind.
+func (s *Store) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, steps []Step, kind EventKind) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
@@ -131,14 +139,8 @@ func (s *Store) Run(ctx context.Context, db *sql.DB, key string, reqHash []byte,
 	if s.steps == nil {
 		return Result{}, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
 	}
-	start := s.startEvent()
-	r := &stepRun{s: s, db: db, key: key, reqHash: reqHash, steps: steps}
-	res, err := r.run(ctx)
-	if err != nil {
-		res = Result{}
-	}
-	s.endEvent(ctx, start, key, res, err, 0, 1)
-	return res, err
+	r := &stepRun{s: s, db: db, opts: opts, key: key, reqHash: reqHash, steps: steps}
+	return r.observed(ctx, kind)
 }
 
 func validateSteps(steps []Step) error {
@@ -181,6 +183,7 @@ func validateStepName(name string) error {
 type stepRun struct {
 	s       *Store
 	db      *sql.DB
+	opts    *sql.TxOptions
 	key     string
 	reqHash []byte
 	steps   []Step
@@ -194,6 +197,20 @@ type stepRun struct {
 	// and that the lookup did not find: such a commit may still land
 	// after it, and a record that carries one of them is this call's own.
 	late []int64
+}
+
+// observed runs r and hands the observers its answer as an Event of kind.
+func (r *stepRun) observed(ctx context.Context, kind EventKind) (Result, error) {
+	start := r.s.startEvent()
+	res, err := r.run(ctx)
+	if err != nil {
+		res = Result{}
+	}
+	if start.IsZero() {
+		return res, err
+	}
+	r.s.emit(ctx, r.key, Event{Kind: kind, Outcome: res.Outcome, Err: err, Duration: time.Since(start), Attempts: 1})
+	return res, err
 }
 
 // run takes the request, or answers from its record, and runs its steps
@@ -223,6 +240,9 @@ func (r *stepRun) run(ctx context.Context) (Result, error) {
 			resp, err = retrying(ctx, r.phase(st.name, st.run))
 		}
 		if err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				r.s.emit(ctx, r.key, Event{Kind: EventLeaseLost, Step: st.name, Err: err})
+			}
 			r.release(ctx)
 			return Result{}, err
 		}
@@ -282,7 +302,7 @@ type taken struct {
 func (r *stepRun) begin(ctx context.Context) (taken, error) {
 	s := r.s
 	v := s.newValues(r.key, r.reqHash)
-	tx, err := r.db.BeginTx(ctx, nil)
+	tx, err := r.db.BeginTx(ctx, r.opts)
 	if err != nil {
 		return taken{}, s.wrap("begin", err)
 	}
@@ -294,6 +314,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 	now := s.clock().UnixMicro()
 	v.leaseUntil = addMicros(now, s.lease.Microseconds())
 	next := 0
+	var tookOver *progress
 	if claimed {
 		v.expiresAt = never
 		n, err := r.exec(ctx, tx, s.steps.start, v)
@@ -325,6 +346,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 			return taken{res: res}, nil // another call took it first
 		}
 		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: v.token}
+		tookOver = p
 	}
 	if err := tx.Commit(); err != nil {
 		if err := r.settleCommit(ctx, v, err); err != nil {
@@ -338,6 +360,9 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 	v.prevToken = v.token
 	r.v = v
 	res.token, res.ExpiresAt = v.token, time.Time{}
+	if tookOver != nil {
+		s.emit(ctx, r.key, Event{Kind: EventTakeover, Step: tookOver.phase, Outcome: Claimed})
+	}
 	return taken{res: res, next: next}, nil
 }
 
@@ -452,7 +477,7 @@ func (r *stepRun) resumeAt(phase string) (int, error) {
 func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Response, error)) func(context.Context) (*Response, error) {
 	return func(ctx context.Context) (*Response, error) {
 		s, v := r.s, r.v
-		tx, err := r.db.BeginTx(ctx, nil)
+		tx, err := r.db.BeginTx(ctx, r.opts)
 		if err != nil {
 			return nil, s.wrap("begin", err)
 		}

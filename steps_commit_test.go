@@ -48,7 +48,7 @@ func TestRunLostCommitReply(t *testing.T) {
 					return orderResponse, phase("confirm")(ctx, tx)
 				}),
 			}
-			res, err := e.Store.Run(ctx, e.DB, key, hashA, steps...)
+			res, err := e.Store.Run(ctx, e.DB, nil, key, hashA, steps...)
 			return o, res, err
 		}
 		all := map[string]int{"order": 1, "charged": 1, "confirm": 1}
@@ -139,7 +139,7 @@ func TestRunLostCommitReplyOverTCP(t *testing.T) {
 						return o.phase("charged")(ctx, tx)
 					})
 				}
-				res, err := e.Store.Run(context.Background(), db, o.key, hashA, steps...)
+				res, err := e.Store.Run(context.Background(), db, nil, o.key, hashA, steps...)
 				wantOutcome(t, res, err, idem.Claimed)
 				sameResponse(t, res.Response, orderResponse)
 				if p.mode.Load() != cutNothing {

@@ -30,7 +30,7 @@ func ExampleStore_Run() {
 	placeOrder := func(key, item string) {
 		var chargeID string
 		hash := idem.Fingerprint([]byte("POST /orders"), []byte(item))
-		res, err := store.Run(ctx, db, key, hash,
+		res, err := store.Run(ctx, db, nil, key, hash,
 			idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES (?)`, item)
 				return err

@@ -239,7 +239,7 @@ func TestRunSurvivesKills(t *testing.T) {
 func retryUntilDone(e *env, url, key string) (idem.Result, error) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		res, err := e.Store.Run(context.Background(), e.DB, key, hashA, checkout(e.Effects, url, key, func(string) {})...)
+		res, err := e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, url, key, func(string) {})...)
 		switch {
 		case errors.Is(err, idem.ErrLeaseLost):
 			return res, fmt.Errorf("a client lost its lease: %w", err)
@@ -298,7 +298,7 @@ func TestRunChild(t *testing.T) {
 			select {} // until the parent's SIGKILL
 		}
 	}
-	_, err = store.Run(context.Background(), db, key, hashA, checkout(fx, os.Getenv("IDEM_RUN_PROVIDER"), key, die)...)
+	_, err = store.Run(context.Background(), db, nil, key, hashA, checkout(fx, os.Getenv("IDEM_RUN_PROVIDER"), key, die)...)
 	if err == nil {
 		die(killAfterConfirmCommit)
 	}
@@ -313,7 +313,7 @@ func TestRunProviderFaults(t *testing.T) {
 		e := setup(t, tg)
 		p := newProvider(t)
 		run := func(ctx context.Context, key string) (idem.Result, error) {
-			return e.Store.Run(ctx, e.DB, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)
+			return e.Store.Run(ctx, e.DB, nil, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)
 		}
 		p.mu.Lock()
 		p.fail = 1

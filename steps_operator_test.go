@@ -54,7 +54,7 @@ func TestSettleLiveRun(t *testing.T) {
 		})
 		done := make(chan runResult, 1)
 		go func() {
-			res, err := e.Store.Run(ctx, e.DB, o.key, hashA, steps...)
+			res, err := e.Store.Run(ctx, e.DB, nil, o.key, hashA, steps...)
 			done <- runResult{res, err}
 		}()
 		<-inPhase
@@ -117,7 +117,7 @@ func TestReleaseCommittedPhases(t *testing.T) {
 				return orderResponse, early.phase("confirm")(ctx, tx)
 			}),
 		}
-		if _, err := e.Store.Run(ctx, e.DB, early.key, hashA, steps...); !errors.Is(err, down) {
+		if _, err := e.Store.Run(ctx, e.DB, nil, early.key, hashA, steps...); !errors.Is(err, down) {
 			t.Fatalf("Run: %v, want the provider's error", err)
 		}
 		if err := e.Store.ReleaseWithoutEffect(ctx, e.DB, early.key); err != nil {

@@ -58,7 +58,7 @@ func (o *order) steps() []idem.Step {
 
 func (o *order) run(t *testing.T, hash []byte) (idem.Result, error) {
 	t.Helper()
-	return o.e.Store.Run(context.Background(), o.e.DB, o.key, hash, o.steps()...)
+	return o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hash, o.steps()...)
 }
 
 // calls returns the keys the provider was called with.
@@ -197,7 +197,7 @@ func holdRun(t *testing.T, o *order) *held {
 	}
 	t.Cleanup(h.letGo)
 	go func() {
-		res, err := o.e.Store.Run(context.Background(), o.e.DB, o.key, hashA, o.steps()...)
+		res, err := o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hashA, o.steps()...)
 		h.done <- runResult{res, err}
 	}()
 	select {
@@ -310,7 +310,7 @@ func TestRunInvalid(t *testing.T) {
 		"empty name":      {idem.Final("", final)},
 		"name with space": {idem.Final("a b", final)},
 	} {
-		if _, err := store.Run(context.Background(), db, "k", hashA, steps...); !errors.Is(err, idem.ErrInvalidArgument) {
+		if _, err := store.Run(context.Background(), db, nil, "k", hashA, steps...); !errors.Is(err, idem.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
@@ -318,7 +318,7 @@ func TestRunInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := custom.Run(context.Background(), db, "k", hashA, idem.Final("f", final)); !errors.Is(err, idem.ErrNoSteps) {
+	if _, err := custom.Run(context.Background(), db, nil, "k", hashA, idem.Final("f", final)); !errors.Is(err, idem.ErrNoSteps) {
 		t.Errorf("a dialect of the user's: %v, want ErrNoSteps", err)
 	}
 }
@@ -357,7 +357,7 @@ func TestRunPhaseTransactionEnded(t *testing.T) {
 			}
 			return nil
 		})
-		res, err := e.Store.Run(context.Background(), e.DB, o.key, hashA, steps...)
+		res, err := e.Store.Run(context.Background(), e.DB, nil, o.key, hashA, steps...)
 		wantOutcome(t, res, err, idem.Claimed)
 		if attempts != 2 {
 			t.Errorf("the phase ran %d times, want 2", attempts)

@@ -24,7 +24,7 @@ func TestUnfinished(t *testing.T) {
 		phase := func(context.Context, *sql.Tx) error { return nil }
 		final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
 		run := func(key string, call func(context.Context, string) error) error {
-			_, err := store.Run(ctx, tb.db, key, idem.Fingerprint([]byte(key)),
+			_, err := store.Run(ctx, tb.db, nil, key, idem.Fingerprint([]byte(key)),
 				idem.Phase("order", phase), idem.Call("charge", call), idem.Final("confirm", final))
 			return err
 		}
@@ -92,7 +92,7 @@ func TestSettleReleaseUnfinished(t *testing.T) {
 		phase := func(context.Context, *sql.Tx) error { return nil }
 		final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
 		run := func(key string, call func(context.Context, string) error) error {
-			_, err := store.Run(ctx, tb.db, key, idem.Fingerprint([]byte(key)),
+			_, err := store.Run(ctx, tb.db, nil, key, idem.Fingerprint([]byte(key)),
 				idem.Phase("order", phase), idem.Call("charge", call), idem.Final("confirm", final))
 			return err
 		}

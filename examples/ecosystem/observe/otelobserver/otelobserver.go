@@ -87,6 +87,9 @@ func New(meter metric.Meter) (func(context.Context, idem.Event), error) {
 	}
 
 	return func(ctx context.Context, e idem.Event) {
+		if e.Kind != idem.EventCall {
+			return // a moment of a multi-step request, not a call
+		}
 		outcome := observe.Outcome(e)
 		set := byOutcome[outcome]
 		if outcome == observe.OutcomeError {

@@ -101,8 +101,13 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Observe records one call. It is the observer for idem.WithObserver.
+// Observe records one call. It is the observer for idem.WithObserver; it
+// leaves out the Events that are not calls (takeovers, lost leases, and
+// the Resumer's work on multi-step requests).
 func (m *Metrics) Observe(_ context.Context, e idem.Event) {
+	if e.Kind != idem.EventCall {
+		return
+	}
 	outcome := observe.Outcome(e)
 	m.Calls.WithLabelValues(outcome, observe.EventErrorType(e)).Inc()
 	m.ClaimWait.WithLabelValues(outcome).Observe(e.ClaimWait.Seconds())

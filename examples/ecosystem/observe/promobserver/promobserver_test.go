@@ -1,6 +1,7 @@
 package promobserver_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,5 +149,25 @@ func TestRegisterTwice(t *testing.T) {
 	}
 	if _, err := promobserver.New(nil); err == nil {
 		t.Fatal("New(nil) succeeded")
+	}
+}
+
+// TestOnlyCalls shows that the Events of multi-step requests that are not
+// calls, a takeover or a lost lease, are left out of the call metrics.
+func TestOnlyCalls(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	metrics, err := promobserver.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics.Observe(context.Background(), idem.Event{Kind: idem.EventTakeover, Step: "order", Outcome: idem.Claimed})
+	metrics.Observe(context.Background(), idem.Event{Kind: idem.EventLeaseLost, Step: "charged", Err: idem.ErrLeaseLost})
+	metrics.Observe(context.Background(), idem.Event{Outcome: idem.Claimed})
+	if n := testutil.ToFloat64(metrics.Calls.WithLabelValues(observe.OutcomeClaimed, "")); n != 1 {
+		t.Errorf("%v claimed calls, want 1", n)
+	}
+	if n := testutil.ToFloat64(metrics.Calls.WithLabelValues(observe.OutcomeError, observe.ErrorOther)); n != 0 {
+		t.Errorf("%v failed calls, want 0", n)
 	}
 }

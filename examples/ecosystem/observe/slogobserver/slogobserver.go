@@ -51,6 +51,8 @@ func Level(e idem.Event) slog.Level {
 //   - key_hash: the Event's hash of the key. The key itself is never
 //     logged: clients may put in it what they consider private.
 //   - claim_wait and duration, as durations, and attempts.
+//   - kind and step, for the Events of multi-step requests that are not
+//     calls (see idem.EventKind).
 //
 // The record carries the call's context, so a handler that adds a trace
 // or request id from the context finds it.
@@ -63,7 +65,10 @@ func New(logger *slog.Logger) func(context.Context, idem.Event) {
 		if !logger.Enabled(ctx, level) {
 			return // skip building attributes no one will see
 		}
-		attrs := make([]slog.Attr, 0, 7)
+		attrs := make([]slog.Attr, 0, 9)
+		if e.Kind != idem.EventCall {
+			attrs = append(attrs, slog.String("kind", e.Kind.String()), slog.String("step", e.Step))
+		}
 		attrs = append(attrs, slog.String("outcome", observe.Outcome(e)))
 		if e.Err != nil {
 			attrs = append(attrs, slog.String("error", e.Err.Error()), slog.String("error_type", observe.ErrorType(e.Err)))

@@ -1,0 +1,158 @@
+package idem_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+)
+
+// events collects the Events a Store hands its observer.
+type events struct {
+	mu   sync.Mutex
+	list []idem.Event
+}
+
+func (ev *events) observe(_ context.Context, e idem.Event) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.list = append(ev.list, e)
+}
+
+// take returns the events so far, as "kind step outcome" or "kind step
+// error", and forgets them.
+func (ev *events) take() []string {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var got []string
+	for _, e := range ev.list {
+		what := e.Outcome.String()
+		switch {
+		case errors.Is(e.Err, idem.ErrLeaseLost):
+			what = "ErrLeaseLost"
+		case e.Err != nil:
+			what = "error"
+		}
+		got = append(got, strings.Join([]string{e.Kind.String(), e.Step, what}, "|"))
+	}
+	ev.list = nil
+	return got
+}
+
+func wantEvents(t *testing.T, ev *events, want ...string) {
+	t.Helper()
+	if got := ev.take(); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestRunObserved shows the Events of multi-step requests: one per call
+// with its answer; a takeover, naming the recovery point; the lost lease
+// of the runner that was taken over, naming the step that found it out;
+// and the Resumer's resumes and compensations, which are no client's
+// calls.
+func TestRunObserved(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		var (
+			c  clock
+			ev events
+		)
+		e := setup(t, tg, idem.WithClock(c.now), idem.WithLease(time.Minute), idem.WithObserver(ev.observe))
+		first := &order{e: e, key: "order-20"}
+		h1 := holdRun(t, first)
+		second := &order{e: e, key: first.key}
+		res, err := second.run(t, hashA)
+		wantOutcome(t, res, err, idem.InFlight)
+		wantEvents(t, &ev, "call||in flight")
+
+		c.advance(time.Minute + time.Second)
+		h2 := holdRun(t, second)
+		wantEvents(t, &ev, "takeover|order|claimed")
+		if _, err := h1.finish(); !errors.Is(err, idem.ErrLeaseLost) {
+			t.Errorf("the first runner: %v, want ErrLeaseLost", err)
+		}
+		wantEvents(t, &ev, "lease lost|charged|ErrLeaseLost", "call||ErrLeaseLost")
+		res, err = h2.finish()
+		wantOutcome(t, res, err, idem.Claimed)
+		wantEvents(t, &ev, "call||claimed")
+
+		down := errors.New("provider unreachable")
+		for _, key := range []string{"order-21", "order-22"} {
+			o := &order{e: e, key: key, charge: func(context.Context, string) error { return down }}
+			if _, err := o.run(t, hashA); !errors.Is(err, down) {
+				t.Fatalf("Run: %v, want the provider's error", err)
+			}
+		}
+		wantEvents(t, &ev, "call||error", "call||error")
+		c.advance(time.Hour)
+		resumer := &idem.Resumer{
+			Store: e.Store, DB: e.DB, GiveUpAfter: time.Hour,
+			Steps: func(_ context.Context, key string) ([]idem.Step, error) {
+				o := &order{e: e, key: key}
+				if key == "order-22" {
+					o.charge = func(context.Context, string) error { return down }
+				}
+				return o.steps(), nil
+			},
+			Compensate: func(context.Context, *sql.Tx, idem.Unfinished, error) (idem.Response, error) {
+				return idem.Response{Status: 502}, nil
+			},
+		}
+		rep, err := resumer.Resume(context.Background())
+		if err != nil || rep.Finished != 1 || rep.Compensated != 1 {
+			t.Fatalf("Resume: %+v, %v; want one finished, one compensated", rep, err)
+		}
+		wantEvents(t, &ev, "takeover|order|claimed", "resume||claimed",
+			"takeover|order|claimed", "resume||error", "takeover|order|claimed", "compensate||claimed")
+	})
+}
+
+// TestRunTxOptions shows that Run begins each of its transactions with the
+// options it is given, as the driver sees them, and, on PostgreSQL, as the
+// server does.
+func TestRunTxOptions(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e, ctl := lossySetup(t, tg)
+		ctl.mu.Lock()
+		ctl.began = nil
+		ctl.mu.Unlock()
+		var levels []string
+		seen := func(ctx context.Context, tx *sql.Tx) error {
+			if tg.Family != "postgres" {
+				return nil
+			}
+			var level string
+			if err := tx.QueryRowContext(ctx, "SHOW transaction_isolation").Scan(&level); err != nil {
+				return err
+			}
+			levels = append(levels, level)
+			return nil
+		}
+		opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+		res, err := e.Store.Run(context.Background(), e.DB, opts, "k", hashA,
+			idem.Phase("one", seen),
+			idem.Final("two", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) { return created, seen(ctx, tx) }))
+		wantOutcome(t, res, err, idem.Claimed)
+		ctl.mu.Lock()
+		began := ctl.began
+		ctl.mu.Unlock()
+		if len(began) != 3 {
+			t.Errorf("%d transactions begun, want 3: the first and one per step", len(began))
+		}
+		for _, o := range began {
+			if o.Isolation != driver.IsolationLevel(opts.Isolation) {
+				t.Errorf("a transaction began at %v, want %v", sql.IsolationLevel(o.Isolation), opts.Isolation)
+			}
+		}
+		if tg.Family == "postgres" && !slices.Equal(levels, []string{"serializable", "serializable"}) {
+			t.Errorf("the phases ran at %q, want serializable", levels)
+		}
+	})
+}
