@@ -115,6 +115,21 @@ func (mysqlFamily) upgrades(table string) []upgrade {
 	}
 }
 
+// Error numbers of a DDL statement whose object was there already.
+const (
+	myTableExists   = 1050
+	myDupColumnName = 1060
+	myDupKeyName    = 1061
+)
+
+// existed: a table, column or index of the same name was there (see
+// upgrader); the MySQL family waits for a concurrent ALTER TABLE on the
+// table's metadata lock and then reports the column it added as a duplicate.
+func (mysqlFamily) existed(err error) bool {
+	n, ok := mysqlErrorNumber(err)
+	return ok && (n == myTableExists || n == myDupColumnName || n == myDupKeyName)
+}
+
 // mysqlRecord lists the record columns.
 const mysqlRecord = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 
