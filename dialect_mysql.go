@@ -130,6 +130,20 @@ func (mysqlFamily) existed(err error) bool {
 	return ok && (n == myTableExists || n == myDupColumnName || n == myDupKeyName)
 }
 
+// mySavepointMissing is the error of ROLLBACK TO or RELEASE of a savepoint
+// that does not exist (ER_SP_DOES_NOT_EXIST).
+const mySavepointMissing = 1305
+
+// savepointGone: Refusable set the savepoint, so it is gone only when the
+// transaction ended (see savepointLoser): the server rolled it back for a
+// deadlock or a snapshot conflict, or, against the rules of a Func, fn
+// ended it or released the savepoint. Running the transaction again is
+// right in each case.
+func (mysqlFamily) savepointGone(err error) bool {
+	n, ok := mysqlErrorNumber(err)
+	return ok && n == mySavepointMissing
+}
+
 // mysqlRecord lists the record columns.
 const mysqlRecord = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 
