@@ -115,6 +115,35 @@ func (mysqlFamily) upgrades(table string) []upgrade {
 	}
 }
 
+// Error numbers of a DDL statement whose object was there already.
+const (
+	myTableExists   = 1050
+	myDupColumnName = 1060
+	myDupKeyName    = 1061
+)
+
+// existed: a table, column or index of the same name was there (see
+// upgrader); the MySQL family waits for a concurrent ALTER TABLE on the
+// table's metadata lock and then reports the column it added as a duplicate.
+func (mysqlFamily) existed(err error) bool {
+	n, ok := mysqlErrorNumber(err)
+	return ok && (n == myTableExists || n == myDupColumnName || n == myDupKeyName)
+}
+
+// mySavepointMissing is the error of ROLLBACK TO or RELEASE of a savepoint
+// that does not exist (ER_SP_DOES_NOT_EXIST).
+const mySavepointMissing = 1305
+
+// savepointGone: Refusable set the savepoint, so it is gone only when the
+// transaction ended (see savepointLoser): the server rolled it back for a
+// deadlock or a snapshot conflict, or, against the rules of a Func, fn
+// ended it or released the savepoint. Running the transaction again is
+// right in each case.
+func (mysqlFamily) savepointGone(err error) bool {
+	n, ok := mysqlErrorNumber(err)
+	return ok && n == mySavepointMissing
+}
+
 // mysqlRecord lists the record columns.
 const mysqlRecord = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 

@@ -71,6 +71,34 @@ func (postgres) upgrades(table string) []upgrade {
 	}
 }
 
+// SQLSTATEs of a DDL statement whose object another transaction created
+// under it.
+const (
+	pgUniqueViolation = "23505"
+	pgDuplicateColumn = "42701"
+	pgDuplicateObject = "42710"
+	pgDuplicateTable  = "42P07"
+)
+
+// existed: the object was created by a concurrent transaction (see
+// upgrader). CREATE ... IF NOT EXISTS looks for the name before it takes
+// any lock, so two statements may both go on to create it; the second then
+// waits for the first's rows in pg_type or pg_class and fails with a unique
+// violation on that catalog's index once the first commits, or, if the
+// first had committed already, says that the type or relation exists.
+// Migrate sends no statement that could violate a unique index of data.
+func (postgres) existed(err error) bool {
+	var e interface{ SQLState() string }
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.SQLState() {
+	case pgUniqueViolation, pgDuplicateColumn, pgDuplicateObject, pgDuplicateTable:
+		return true
+	}
+	return false
+}
+
 func (postgres) Statements(table string, _ time.Duration) Statements {
 	t, _ := quoteTable(table, '"')
 	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`

@@ -80,6 +80,18 @@ func (sqlite) upgrades(table string) []upgrade {
 	}
 }
 
+// existed: a column of the same name was there (see upgrader), added by
+// another connection after this one's check. SQLite reports it as a plain
+// SQLITE_ERROR, so only its message tells it apart; CREATE ... IF NOT
+// EXISTS runs under the database's write lock and never collides.
+func (sqlite) existed(err error) bool {
+	var e interface{ Code() int }
+	if !errors.As(err, &e) || e.Code()&0xff != sqliteError {
+		return false
+	}
+	return strings.Contains(err.Error(), "duplicate column name")
+}
+
 func (sqlite) Statements(table string, _ time.Duration) Statements {
 	t, _ := quoteTable(table, '"')
 	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
@@ -105,6 +117,7 @@ RETURNING 1, 0, {record}`),
 // SQLite primary result codes that a Store acts on. Extended codes, such as
 // SQLITE_BUSY_SNAPSHOT (517), carry the primary code in their low byte.
 const (
+	sqliteError  = 1
 	sqliteBusy   = 5
 	sqliteLocked = 6
 )

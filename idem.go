@@ -413,6 +413,9 @@ func (s *Store) do(ctx context.Context, tx txn.Tx, v *values, run func(context.C
 func (s *Store) runFn(ctx context.Context, v *values, run func(context.Context) (Response, error)) (Response, error) {
 	resp, err := run(ctx)
 	if err != nil {
+		if gone := s.transactionGone(err); gone != nil {
+			return Response{}, gone
+		}
 		var r *refusal
 		if errors.As(err, &r) {
 			err = fmt.Errorf("%w (wrap the Func in Refusable to store it)", err)

@@ -22,6 +22,11 @@ func (s *Store) Schema() []string {
 // dialect the phase and lease_until columns of multi-step requests. Records
 // already in the table keep working. Running it again does nothing.
 //
+// Several services may run it at the same moment, as a deploy that starts
+// them together does: a caller that finds the table, index or column made
+// under it by another takes that as done, and fails only on any other error
+// (TestMigrateConcurrent, TestMigrateOtherErrorsFail).
+//
 // Adding a column takes a lock on the whole table for a moment (on
 // PostgreSQL it waits for the transactions that use the table to end, and
 // holds back the ones that come after); run it at deploy time. Migration
@@ -45,14 +50,30 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 
 // migrate is Migrate, running statements with exec and the checks of the
 // upgrades, which return one number, with count.
+//
+// Several services that start at once run Migrate at once, and none of the
+// servers makes its steps atomic: two CREATE TABLE IF NOT EXISTS may both
+// find no table and collide in PostgreSQL's catalog, and two callers may
+// both find a column missing and both add it. Only the first of each wins;
+// the others get an error saying that the object is there (see existed),
+// and then look again: a statement of the schema, run again, finds what
+// the other caller made, and an upgrade's check counts its column. Migrate
+// takes no lock of its own: the MySQL family ends a transaction at every
+// ALTER TABLE, so only a session's lock would span the steps, and a session
+// lock outlives the use of a pooled connection when a caller's context ends
+// before the lock is released. Any other error fails Migrate.
 func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) error, count func(context.Context, string) (int, error)) error {
+	u, _ := s.d.(upgrader)
 	for _, q := range s.schema {
-		if err := exec(ctx, q); err != nil {
+		err := exec(ctx, q)
+		if err != nil && u != nil && u.existed(err) {
+			err = exec(ctx, q)
+		}
+		if err != nil {
 			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
 		}
 	}
-	u, ok := s.d.(upgrader)
-	if !ok {
+	if u == nil {
 		return nil
 	}
 	for _, c := range u.upgrades(s.table) {
@@ -63,17 +84,28 @@ func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) 
 		if n > 0 {
 			continue
 		}
-		if err := exec(ctx, c.apply); err != nil {
+		err = exec(ctx, c.apply)
+		if err != nil && u.existed(err) {
+			if again, cerr := count(ctx, c.check); cerr == nil && again > 0 {
+				err = nil
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
 		}
 	}
 	return nil
 }
 
-// upgrader is implemented by the built-in dialects whose tables, as earlier
-// versions made them, lack something that the Store needs now.
+// upgrader is implemented by the built-in dialects, whose tables, as
+// earlier versions made them, lack something that the Store needs now.
 type upgrader interface {
 	upgrades(table string) []upgrade
+	// existed reports whether err, of a statement of the schema or of an
+	// upgrade, says that what the statement makes was made meanwhile by
+	// someone else: a duplicate column, a table, index or type that
+	// already exists, or a unique violation in the catalog.
+	existed(err error) bool
 }
 
 // upgrade is one change to a table made by an earlier version: check counts
