@@ -230,7 +230,8 @@ const (
 	// The parameters of multi-step requests (steps_sql.go), which no
 	// Statements field binds.
 	paramPhase
-	paramLeaseUntil
+	paramLease
+	paramClockOffset
 	paramPrevToken
 )
 
@@ -250,7 +251,8 @@ var paramNames = [...]string{
 	paramLockID:      "lock_id",
 	paramKeys:        "keys",
 	paramPhase:       "phase",
-	paramLeaseUntil:  "lease_until",
+	paramLease:       "lease",
+	paramClockOffset: "clock_offset",
 	paramPrevToken:   "prev_token",
 }
 
@@ -274,7 +276,8 @@ type values struct {
 	token, lockID          int64
 	keys                   [][]byte // the batch of a purge, for {keys}
 	phase                  string   // a multi-step request's recovery point
-	leaseUntil, prevToken  int64    // its lease, and the token it takes over
+	lease, prevToken       int64    // its lease's length, and the token it takes over
+	clockOffset            int64    // added to the database's clock (internal/testhook)
 
 	// argBuf holds the arguments of the statement being sent, which
 	// database/sql copies before the call returns, and keyArg the key
@@ -312,8 +315,10 @@ func (v *values) get(p param) any {
 		return v.token
 	case paramPhase:
 		return v.phase
-	case paramLeaseUntil:
-		return v.leaseUntil
+	case paramLease:
+		return v.lease
+	case paramClockOffset:
+		return v.clockOffset
 	case paramPrevToken:
 		return v.prevToken
 	default:

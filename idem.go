@@ -133,9 +133,11 @@ type Store struct {
 	purgeDelete string
 	tokens      atomic.Uint64
 	// steps holds the statements of multi-step requests, nil where the
-	// dialect has none; lease is WithLease's.
-	steps *stepStatements
-	lease time.Duration
+	// dialect has none; lease is WithLease's, and leaseClock, nil but in
+	// tests, moves the database's clock that leases run on.
+	steps      *stepStatements
+	lease      time.Duration
+	leaseClock func() time.Duration
 }
 
 // New returns a Store that keeps records with dialect d. It validates the
@@ -165,6 +167,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		lookupFirst:      c.lookupFirst,
 		schema:           d.Schema(c.table),
 		lease:            c.lease,
+		leaseClock:       c.leaseClock,
 	}
 	st := d.Statements(c.table, c.lockTimeout)
 	record := []param{paramKey, paramRequestHash, paramCreatedAt, paramExpiresAt}

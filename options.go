@@ -43,6 +43,7 @@ type config struct {
 	observers        []func(context.Context, Event)
 	lookupFirst      lookupPolicy
 	lease            time.Duration
+	leaseClock       func() time.Duration // internal/testhook's
 }
 
 func defaultConfig() config {
@@ -129,7 +130,9 @@ func WithLockTimeout(d time.Duration) Option {
 // WithClock sets the clock that stamps records and judges their expiry. The
 // default is time.Now. All the processes that share a table should use
 // clocks that agree: a record expires when the clock of the process that
-// next claims its key says so.
+// next claims its key says so. The leases of multi-step requests do not run
+// on it but on the database's clock (see WithLease), so that a process
+// whose clock runs ahead never takes a live request over.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) error {
 		if now == nil {

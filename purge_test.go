@@ -27,7 +27,7 @@ func TestPurgeBehindTakeover(t *testing.T) {
 			t.Skip("a claim holds no lock until its commit: there is nothing for Purge to wait for")
 		}
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now), idem.WithRetention(time.Hour), idem.WithLockTimeout(3*time.Second))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour), idem.WithLockTimeout(3*time.Second))
 		oneWriter := idem.CapabilitiesOf(tg.Dialect).OneWriter
 		ctx := context.Background()
 

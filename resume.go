@@ -17,9 +17,12 @@ type Unfinished struct {
 	// empty when it has committed none yet.
 	Phase     string
 	CreatedAt time.Time
-	// LeaseUntil is when the lease of the call that runs it runs out. A
-	// moment already past means that no call runs it now.
+	// LeaseUntil is when the lease of the call that runs it runs out, by
+	// the database's clock, which decides leases (see WithLease).
 	LeaseUntil time.Time
+	// LeaseLeft is how long that lease still ran when the list was read,
+	// by the same clock: 0 or less when no call runs the request now.
+	LeaseLeft time.Duration
 
 	requestHash []byte
 }
@@ -42,7 +45,7 @@ func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 	case s.steps == nil:
 		return nil, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
 	}
-	v := &values{expiresAt: never, createdAt: s.clock().Add(-olderThan).UnixMicro(), limit: int64(limit)}
+	v := &values{expiresAt: never, createdAt: s.clock().Add(-olderThan).UnixMicro(), limit: int64(limit), clockOffset: s.dbClockOffset()}
 	rows, err := db.QueryContext(ctx, s.steps.unfinished.query, s.steps.unfinished.args(v)...)
 	if err != nil {
 		return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
@@ -51,14 +54,15 @@ func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 	var list []Unfinished
 	for rows.Next() {
 		var (
-			u              Unfinished
-			key            []byte
-			created, lease int64
+			u                   Unfinished
+			key                 []byte
+			created, lease, now int64
 		)
-		if err := rows.Scan(&key, &u.Phase, &created, &lease, &u.requestHash); err != nil {
+		if err := rows.Scan(&key, &u.Phase, &created, &lease, &u.requestHash, &now); err != nil {
 			return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
 		}
 		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
+		u.LeaseLeft = time.Duration(lease-now) * time.Microsecond
 		list = append(list, u)
 	}
 	if err := rows.Err(); err != nil {
@@ -161,7 +165,7 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 // fails.
 func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) error {
 	s := r.Store
-	if u.LeaseUntil.After(s.clock()) {
+	if u.LeaseLeft > 0 {
 		rep.Busy++
 		return nil
 	}

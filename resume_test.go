@@ -29,7 +29,7 @@ func leaveUnfinished(t *testing.T, o *order) {
 func TestUnfinished(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		ctx := context.Background()
 		first := &order{e: e, key: "order-a"}
 		leaveUnfinished(t, first)
@@ -68,7 +68,7 @@ func TestUnfinished(t *testing.T) {
 func TestResumerFinishes(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		o := &order{e: e, key: "order-6"}
 		leaveUnfinished(t, o)
 		r := &idem.Resumer{Store: e.Store, DB: e.DB, Steps: func(_ context.Context, key string) ([]idem.Step, error) {
@@ -102,7 +102,7 @@ func TestResumerFinishes(t *testing.T) {
 func TestResumerLeavesHeldRequests(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now), idem.WithLease(time.Hour))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithLease(time.Hour))
 		o := &order{e: e, key: "order-7"}
 		h := holdRun(t, o)
 		c.advance(idem.DefaultResumeAge)
@@ -126,7 +126,7 @@ func TestResumerLeavesHeldRequests(t *testing.T) {
 func TestResumerCompensates(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		o := &order{e: e, key: "order-8"}
 		leaveUnfinished(t, o)
 		down := errors.New("provider still unreachable")

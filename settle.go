@@ -130,7 +130,7 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 		if p, err = s.progress(ctx, tx, v); err != nil {
 			return fmt.Errorf("idem: %s: %w", op, err)
 		}
-		if p != nil && p.leaseUntil > v.createdAt {
+		if p != nil && p.leaseUntil > p.now {
 			return fmt.Errorf("idem: %s: %w: the lease of its multi-step request runs until %s",
 				op, ErrKeyHeld, time.UnixMicro(p.leaseUntil).UTC().Format(time.RFC3339Nano))
 		}

@@ -311,8 +311,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 	if err != nil || (!claimed && res.Outcome != InFlight) {
 		return taken{res: res}, err
 	}
-	now := s.clock().UnixMicro()
-	v.leaseUntil = addMicros(now, s.lease.Microseconds())
+	v.lease = s.lease.Microseconds()
 	next := 0
 	var tookOver *progress
 	if claimed {
@@ -329,7 +328,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		if err == nil && p != nil && slices.Contains(r.late, p.token) {
 			return r.adopt(p) // an earlier attempt's commit landed late
 		}
-		if err != nil || p == nil || p.leaseUntil > now {
+		if err != nil || p == nil || p.leaseUntil > p.now {
 			return taken{res: res}, err // held by a live runner, or a plain Do in flight
 		}
 		if !r.anyPoint {
@@ -337,7 +336,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 				return taken{}, err
 			}
 		}
-		v.prevToken, v.now = p.token, now
+		v.prevToken = p.token
 		n, err := r.exec(ctx, tx, s.steps.takeover, v)
 		if err != nil {
 			return taken{}, s.wrap("take over", err)
@@ -375,7 +374,7 @@ func (r *stepRun) adopt(p *progress) (taken, error) {
 	}
 	v := r.s.newValues(r.key, r.reqHash)
 	v.token, v.prevToken = p.token, p.token
-	v.leaseUntil = p.leaseUntil
+	v.lease = r.s.lease.Microseconds()
 	r.v = v
 	res := Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: p.token}
 	return taken{res: res, next: next}, nil
@@ -429,10 +428,11 @@ func (r *stepRun) landedLate(ctx context.Context) (resp *Response, ok bool, err 
 	return &stored, true, nil
 }
 
-// progress is where an unfinished multi-step request stands.
+// progress is where an unfinished multi-step request stands, and now, the
+// database's clock when it was read, which its lease is compared with.
 type progress struct {
-	phase                        string
-	leaseUntil, token, createdAt int64
+	phase                             string
+	leaseUntil, token, createdAt, now int64
 }
 
 // progress reads the progress of v's key in tx: nil when the key has no
@@ -443,7 +443,8 @@ func (s *Store) progress(ctx context.Context, tx *sql.Tx, v *values) (*progress,
 		phase sql.NullString
 		lease sql.NullInt64
 	)
-	err := tx.QueryRowContext(ctx, s.steps.progress.query, s.steps.progress.args(v)...).Scan(&phase, &lease, &p.token, &p.createdAt)
+	v.clockOffset = s.dbClockOffset()
+	err := tx.QueryRowContext(ctx, s.steps.progress.query, s.steps.progress.args(v)...).Scan(&phase, &lease, &p.token, &p.createdAt, &p.now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -495,8 +496,7 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 				v.token, v.prevToken = held, v.token
 			}
 		}()
-		now := s.clock().UnixMicro()
-		v.phase, v.leaseUntil = name, addMicros(now, s.lease.Microseconds())
+		v.phase = name
 		if n, err := r.exec(ctx, tx, s.steps.advance, v); err != nil || n != 1 {
 			if err == nil {
 				resp, ok, lerr := r.landedLate(ctx)
@@ -519,7 +519,7 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 			if err := s.prepareResponse(v, *resp); err != nil {
 				return nil, err
 			}
-			v.expiresAt = addMicros(now, s.retention)
+			v.expiresAt = addMicros(s.clock().UnixMicro(), s.retention)
 			end = s.steps.finish
 		}
 		if n, err := r.exec(ctx, tx, end, v); err != nil || n != 1 {
@@ -544,7 +544,6 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 func (r *stepRun) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	r.v.now = r.s.clock().UnixMicro()
 	_, _ = r.exec(ctx, r.db, r.s.steps.release, r.v)
 }
 
@@ -553,6 +552,7 @@ func (r *stepRun) release(ctx context.Context) {
 func (r *stepRun) exec(ctx context.Context, q interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, st statement, v *values) (int64, error) {
+	v.clockOffset = r.s.dbClockOffset()
 	res, err := q.ExecContext(ctx, st.query, st.args(v)...)
 	if err != nil {
 		return 0, err

@@ -158,12 +158,15 @@ func TestRunSurvivesKills(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		for _, point := range killPoints {
 			t.Run(point, func(t *testing.T) {
-				// The service's leases run on the real clock; the
-				// clients' clock is ahead of it by more than a lease,
-				// so the dead service's leases have run out for them
-				// at once, and theirs last a minute among themselves.
+				// The service's leases run on the database's real
+				// clock; the clients' reading of it is ahead by more
+				// than a lease, so the dead service's leases have run
+				// out for them at once, and theirs last a minute among
+				// themselves. Their own clock is ahead as much, for the
+				// Resumer's age.
 				ahead := idem.DefaultLease + time.Minute
-				e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }))
+				e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
+					leaseClock(func() time.Duration { return ahead }))
 				p := newProvider(t)
 				retried, abandoned := "checkout-retried", "checkout-abandoned"
 				for _, key := range []string{retried, abandoned} {

@@ -64,7 +64,7 @@ func TestRunObserved(t *testing.T) {
 			c  clock
 			ev events
 		)
-		e := setup(t, tg, idem.WithClock(c.now), idem.WithLease(time.Minute), idem.WithObserver(ev.observe))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithLease(time.Minute), idem.WithObserver(ev.observe))
 		first := &order{e: e, key: "order-20"}
 		h1 := holdRun(t, first)
 		second := &order{e: e, key: first.key}

@@ -137,7 +137,7 @@ func TestSettleRunRetention(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now), idem.WithRetention(time.Hour))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour))
 		o := &order{e: e, key: "order-14", charge: func(context.Context, string) error { return errors.New("provider unreachable") }}
 		if _, err := o.run(t, hashA); err == nil {
 			t.Fatal("Run succeeded, want the provider's error")

@@ -1,11 +1,23 @@
 package idem
 
-import "strings"
+import (
+	"strings"
+	"time"
+
+	"github.com/idemgo/idem/internal/testhook"
+)
 
 // stepSQL holds the statements of multi-step requests (Store.Run) on one
 // table. They use the columns phase and lease_until, which plain records
-// leave NULL, and bind the parameters {phase}, {lease_until} and
+// leave NULL, and bind the parameters {phase}, {lease}, {clock_offset} and
 // {prev_token} besides the Statements' own.
+//
+// Leases run on the database's clock, read in SQL by every statement that
+// sets or compares one, so that the app servers' clocks, which may differ
+// by minutes, never decide whether a runner is alive. lease_until is in
+// microseconds since the Unix epoch by that clock; {lease} is the lease's
+// length, and {clock_offset} is added to the clock's reading, 0 but in the
+// tests that move it forward (internal/testhook).
 type stepSQL struct {
 	// lock, where the dialect has one, waits for the key's lock before a
 	// phase changes the record, so that a claim of the same key meanwhile
@@ -16,7 +28,8 @@ type stepSQL struct {
 	// that never comes while it is unfinished.
 	start string
 	// progress reads the recovery point, lease and claim token of an
-	// unfinished multi-step request, and when it was created.
+	// unfinished multi-step request, when it was created, and the
+	// database's clock.
 	progress string
 	// takeover makes the request this call's, with a new token and lease,
 	// provided the lease it read has run out and no one took it since.
@@ -26,9 +39,13 @@ type stepSQL struct {
 	// still holds it: its fence. The new token also tells, at the end of
 	// the phase, whether the transaction is still the one that began.
 	advance string
-	// mark moves the recovery point at the end of a phase; no row means
-	// that the server ended the transaction under the phase.
+	// mark moves the recovery point at the end of a phase, and sets the
+	// lease from then, the phase's commit; no row means that the server
+	// ended the transaction under the phase.
 	mark string
+	// renew sets the lease from now while a call runs, outside any
+	// transaction, provided the request is still this call's.
+	renew string
 	// finish stores the final response and the retention from now.
 	finish string
 	// release ends this call's lease at once, so that a retry need not
@@ -37,8 +54,9 @@ type stepSQL struct {
 	// landed.
 	release string
 	// unfinished lists, oldest first, the unfinished requests created at
-	// or before {created_at}. They are the records whose expires_at is
-	// never, which the index on expires_at finds.
+	// or before {created_at}, with the database's clock. They are the
+	// records whose expires_at is never, which the index on expires_at
+	// finds.
 	unfinished string
 }
 
@@ -49,48 +67,65 @@ type stepDialect interface {
 }
 
 // stepTemplate writes the statements for the quoted table t and key
-// column k.
-func stepTemplate(t, k string) stepSQL {
-	r := strings.NewReplacer("{T}", t, "{K}", k)
+// column k, on a database whose clock, in microseconds since the Unix epoch,
+// the expression clock reads.
+func stepTemplate(t, k, clock string) stepSQL {
+	r := strings.NewReplacer("{T}", t, "{K}", k, "{NOW}", "("+clock+" + {clock_offset})")
 	const (
 		mine    = `{K} = {key} AND token = {token} AND status IS NULL`
-		advance = `UPDATE {T} SET token = {token}, lease_until = {lease_until} WHERE {K} = {key} AND token = {prev_token} AND status IS NULL`
+		lease   = `lease_until = {NOW} + {lease}`
+		advance = `UPDATE {T} SET token = {token}, ` + lease + ` WHERE {K} = {key} AND token = {prev_token} AND status IS NULL`
 	)
 	return stepSQL{
-		start:    r.Replace(`UPDATE {T} SET phase = {phase}, lease_until = {lease_until}, expires_at = {expires_at} WHERE ` + mine),
-		progress: r.Replace(`SELECT phase, lease_until, token, created_at FROM {T} WHERE {K} = {key} AND status IS NULL AND phase IS NOT NULL`),
-		takeover: r.Replace(advance + ` AND phase IS NOT NULL AND lease_until <= {now}`),
+		start:    r.Replace(`UPDATE {T} SET phase = {phase}, ` + lease + `, expires_at = {expires_at} WHERE ` + mine),
+		progress: r.Replace(`SELECT phase, lease_until, token, created_at, {NOW} FROM {T} WHERE {K} = {key} AND status IS NULL AND phase IS NOT NULL`),
+		takeover: r.Replace(advance + ` AND phase IS NOT NULL AND lease_until <= {NOW}`),
 		advance:  r.Replace(advance),
-		mark:     r.Replace(`UPDATE {T} SET phase = {phase} WHERE ` + mine),
+		mark:     r.Replace(`UPDATE {T} SET phase = {phase}, ` + lease + ` WHERE ` + mine),
+		renew:    r.Replace(`UPDATE {T} SET ` + lease + ` WHERE ` + mine),
 		finish:   r.Replace(`UPDATE {T} SET phase = {phase}, status = {status}, header = {header}, body = {body}, checksum = {checksum}, expires_at = {expires_at} WHERE ` + mine),
-		release:  r.Replace(`UPDATE {T} SET lease_until = {now} WHERE {K} = {key} AND (token = {token} OR token = {prev_token}) AND status IS NULL`),
-		unfinished: r.Replace(`SELECT {K}, phase, created_at, lease_until, request_hash FROM {T}
+		release:  r.Replace(`UPDATE {T} SET lease_until = {NOW} WHERE {K} = {key} AND (token = {token} OR token = {prev_token}) AND status IS NULL`),
+		unfinished: r.Replace(`SELECT {K}, phase, created_at, lease_until, request_hash, {NOW} FROM {T}
 WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}
 ORDER BY created_at LIMIT {limit}`),
 	}
 }
 
+// The database clocks of the built-in dialects, in microseconds since the
+// Unix epoch. Each is read when the statement runs, not fixed for the
+// transaction: a phase's commit sets its lease from the moment of its last
+// statement. PostgreSQL's now() is the transaction's start, so it is
+// clock_timestamp(). MySQL's UTC_TIMESTAMP(6) is the statement's start, in
+// UTC, so that no time zone or change of daylight saving time moves a
+// lease, as SYSDATE's local time would. SQLite's is the host's clock, to
+// the millisecond, which every process on the host shares.
+const (
+	postgresClock = `(extract(epoch from clock_timestamp()) * 1000000)::bigint`
+	mysqlClock    = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+	sqliteClock   = `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
+)
+
 func (postgres) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '"')
-	s := stepTemplate(t, "key")
+	s := stepTemplate(t, "key", postgresClock)
 	s.lock = `SELECT pg_advisory_xact_lock({lock_id}::bigint # ('` + t + `'::regclass::oid::bigint << 32))`
 	return s
 }
 
 func (sqlite) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '"')
-	return stepTemplate(t, "key")
+	return stepTemplate(t, "key", sqliteClock)
 }
 
 func (mysqlFamily) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '`')
-	return stepTemplate(t, "`key`")
+	return stepTemplate(t, "`key`", mysqlClock)
 }
 
 // stepStatements are the bound statements of stepSQL.
 type stepStatements struct {
-	lock, start, progress, takeover, advance, mark, finish, release statement
-	unfinished                                                      statement
+	lock, start, progress, takeover, advance, mark, renew, finish, release statement
+	unfinished                                                             statement
 }
 
 // bindSteps binds the statements of multi-step requests for d, or returns
@@ -110,14 +145,15 @@ func bindSteps(d Dialect, table string) (*stepStatements, error) {
 		params []param
 	}{
 		{&s.lock, "step lock", q.lock, []param{paramLockID}},
-		{&s.start, "step start", q.start, []param{paramKey, paramToken, paramPhase, paramLeaseUntil, paramExpiresAt}},
-		{&s.progress, "step progress", q.progress, []param{paramKey}},
-		{&s.takeover, "step takeover", q.takeover, []param{paramKey, paramToken, paramPrevToken, paramLeaseUntil, paramNow}},
-		{&s.advance, "step advance", q.advance, []param{paramKey, paramToken, paramPrevToken, paramLeaseUntil}},
-		{&s.mark, "step mark", q.mark, []param{paramKey, paramToken, paramPhase}},
+		{&s.start, "step start", q.start, []param{paramKey, paramToken, paramPhase, paramLease, paramClockOffset, paramExpiresAt}},
+		{&s.progress, "step progress", q.progress, []param{paramKey, paramClockOffset}},
+		{&s.takeover, "step takeover", q.takeover, []param{paramKey, paramToken, paramPrevToken, paramLease, paramClockOffset}},
+		{&s.advance, "step advance", q.advance, []param{paramKey, paramToken, paramPrevToken, paramLease, paramClockOffset}},
+		{&s.mark, "step mark", q.mark, []param{paramKey, paramToken, paramPhase, paramLease, paramClockOffset}},
+		{&s.renew, "step renew", q.renew, []param{paramKey, paramToken, paramLease, paramClockOffset}},
 		{&s.finish, "step finish", q.finish, response},
-		{&s.release, "step release", q.release, []param{paramKey, paramToken, paramPrevToken, paramNow}},
-		{&s.unfinished, "unfinished", q.unfinished, []param{paramExpiresAt, paramCreatedAt, paramLimit}},
+		{&s.release, "step release", q.release, []param{paramKey, paramToken, paramPrevToken, paramClockOffset}},
+		{&s.unfinished, "unfinished", q.unfinished, []param{paramExpiresAt, paramCreatedAt, paramLimit, paramClockOffset}},
 	} {
 		if b.sql == "" {
 			continue
@@ -129,4 +165,22 @@ func bindSteps(d Dialect, table string) (*stepStatements, error) {
 		*b.dst = st
 	}
 	return &s, nil
+}
+
+func init() {
+	testhook.LeaseClock = func(offset func() time.Duration) any {
+		return Option(func(c *config) error {
+			c.leaseClock = offset
+			return nil
+		})
+	}
+}
+
+// dbClockOffset is what the statements of leases add to the database's
+// clock, in microseconds: 0 but in tests (internal/testhook).
+func (s *Store) dbClockOffset() int64 {
+	if s.leaseClock == nil {
+		return 0
+	}
+	return s.leaseClock().Microseconds()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/testhook"
 )
 
 // order is a multi-step request of the tests: a phase that records the
@@ -172,6 +173,17 @@ type clock struct{ offset atomic.Int64 }
 func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
+// leases moves the database's clock, which leases run on, with c.
+func (c *clock) leases() idem.Option {
+	return leaseClock(func() time.Duration { return time.Duration(c.offset.Load()) })
+}
+
+// leaseClock is the Option of internal/testhook: the Store adds offset()
+// to the database's clock in the statements of leases.
+func leaseClock(offset func() time.Duration) idem.Option {
+	return testhook.LeaseClock(offset).(idem.Option)
+}
+
 // held is a call to the provider that a test holds until it lets go,
 // and the Run that made it, in a goroutine of its own.
 type held struct {
@@ -225,7 +237,7 @@ func (h *held) finish() (idem.Result, error) {
 func TestRunLease(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now), idem.WithLease(time.Minute))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithLease(time.Minute))
 		first := &order{e: e, key: "order-4"}
 		h1 := holdRun(t, first)
 
@@ -258,7 +270,7 @@ func TestRunLease(t *testing.T) {
 func TestRunRetention(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		var c clock
-		e := setup(t, tg, idem.WithClock(c.now), idem.WithRetention(time.Hour))
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour))
 		o := &order{e: e, key: "order-5"}
 		down := errors.New("provider unreachable")
 		o.charge = func(context.Context, string) error { return down }
@@ -363,5 +375,52 @@ func TestRunPhaseTransactionEnded(t *testing.T) {
 			t.Errorf("the phase ran %d times, want 2", attempts)
 		}
 		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+	})
+}
+
+// TestRunLeaseOneClock shows that leases run on the database's clock: a
+// Store whose own clock runs minutes ahead of the runner's, or behind it,
+// never takes a live request over, through Run, the Resumer or Settle, and
+// sees the lease run out only when the database's clock says so.
+func TestRunLeaseOneClock(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		e := setup(t, tg, idem.WithLease(time.Minute))
+		o := &order{e: e, key: "order-30"}
+		h := holdRun(t, o)
+		for _, skew := range []time.Duration{2 * time.Minute, -2 * time.Minute} {
+			var db clock
+			other, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLease(time.Minute),
+				idem.WithClock(func() time.Time { return time.Now().Add(skew) }), db.leases())
+			if err != nil {
+				t.Fatal(err)
+			}
+			retry := &order{e: e, key: o.key}
+			res, err := other.Run(ctx, e.DB, nil, retry.key, hashA, retry.steps()...)
+			wantOutcome(t, res, err, idem.InFlight)
+			if err := other.Settle(ctx, e.DB, o.key, orderResponse); !errors.Is(err, idem.ErrKeyHeld) {
+				t.Errorf("Settle by a clock %v off: %v, want ErrKeyHeld", skew, err)
+			}
+			resumer := &idem.Resumer{Store: other, DB: e.DB, MinAge: time.Nanosecond,
+				Steps: func(context.Context, string) ([]idem.Step, error) { return retry.steps(), nil }}
+			// A clock behind sees the request as not yet created, too
+			// young to resume; one ahead sees it, with its lease live.
+			rep, err := resumer.Resume(ctx)
+			if err != nil || rep.Finished+rep.Compensated+rep.Failed != 0 || (skew > 0) != (rep.Busy == 1) {
+				t.Errorf("Resume by a clock %v off: %+v, %v; want the request left to its runner", skew, rep, err)
+			}
+			if list, err := other.Unfinished(ctx, e.DB, 0, 10); skew > 0 && (err != nil || len(list) != 1 || list[0].LeaseLeft < 50*time.Second) {
+				t.Errorf("Unfinished by a clock %v off: %+v, %v; want the lease live for about a minute", skew, list, err)
+			}
+			if n := len(retry.calls()); n != 0 {
+				t.Errorf("a clock %v off called the provider %d times", skew, n)
+			}
+		}
+		res, err := h.finish()
+		wantOutcome(t, res, err, idem.Claimed)
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		if n := len(o.calls()); n != 1 {
+			t.Errorf("provider called %d times, want 1", n)
+		}
 	})
 }

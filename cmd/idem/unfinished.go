@@ -69,9 +69,11 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		if step == "" {
 			step = "-"
 		}
-		lease := "ran out " + relative(u.LeaseUntil, now)
-		if u.LeaseUntil.After(now) {
-			lease = "held, runs out " + relative(u.LeaseUntil, now)
+		// By the database's clock, which decides leases, not this
+		// machine's.
+		lease := "ran out " + span(-u.LeaseLeft) + " ago"
+		if u.LeaseLeft > 0 {
+			lease = "held, runs out in " + span(u.LeaseLeft)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease)
 	}
