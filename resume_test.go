@@ -27,7 +27,7 @@ func leaveUnfinished(t *testing.T, o *order) {
 // TestUnfinished lists the unfinished requests, oldest first, with their
 // recovery points and leases, and leaves out the young and the finished.
 func TestUnfinished(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		ctx := context.Background()
@@ -66,7 +66,7 @@ func TestUnfinished(t *testing.T) {
 // resumer runs the remaining steps, each phase commits once, and the
 // client's retry replays the final response.
 func TestResumerFinishes(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		o := &order{e: e, key: "order-6"}
@@ -100,7 +100,7 @@ func TestResumerFinishes(t *testing.T) {
 // TestResumerLeavesHeldRequests shows that a request whose runner holds
 // its lease is left to it, however old.
 func TestResumerLeavesHeldRequests(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithLease(time.Hour))
 		o := &order{e: e, key: "order-7"}
@@ -124,7 +124,7 @@ func TestResumerLeavesHeldRequests(t *testing.T) {
 // which undoes the first phase and stores the failure that the client's
 // retry then replays.
 func TestResumerCompensates(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		o := &order{e: e, key: "order-8"}

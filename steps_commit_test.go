@@ -19,7 +19,7 @@ import (
 // unknown and gives its lease up, so that the client's retry resumes the
 // request at once.
 func TestRunLostCommitReply(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e, ctl := lossySetup(t, tg)
 		// run runs a request whose commit at the step named at fails
@@ -95,7 +95,7 @@ func TestRunLostCommitReply(t *testing.T) {
 // of its next attempt. Every request finishes in the same call, with each
 // phase committed once and one call to the provider.
 func TestRunLostCommitReplyOverTCP(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		if tg.Family == "sqlite" {
 			t.Skip("SQLite has no network between the client and the database")
 		}

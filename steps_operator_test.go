@@ -16,7 +16,7 @@ import (
 // transaction holds the record. The runner then finishes the request as if
 // nobody had tried.
 func TestSettleLiveRun(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
 		settled := idem.Response{Status: 500, Body: []byte("settled by an operator")}
@@ -80,7 +80,7 @@ func TestSettleLiveRun(t *testing.T) {
 // were undone, deletes it. A request that committed no phase yet is
 // released as a plain record is.
 func TestReleaseCommittedPhases(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e := setup(t, tg)
 		down := errors.New("provider unreachable")
@@ -134,7 +134,7 @@ func TestReleaseCommittedPhases(t *testing.T) {
 // replays the operator's response until it runs out, and Purge deletes it
 // after.
 func TestSettleRunRetention(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour))

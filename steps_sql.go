@@ -119,7 +119,13 @@ func (sqlite) stepStatements(table string) stepSQL {
 
 func (mysqlFamily) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '`')
-	return stepTemplate(t, "`key`", mysqlClock)
+	s := stepTemplate(t, "`key`", mysqlClock)
+	// A plain read sees the transaction's snapshot, which TiDB takes at
+	// BEGIN: it would miss a record committed after it, which the claim
+	// before it, a locking read, saw and locked. Locking, it reads the
+	// latest, and waits for nothing that the claim does not hold.
+	s.progress += " FOR UPDATE"
+	return s
 }
 
 // stepStatements are the bound statements of stepSQL.

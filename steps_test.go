@@ -89,7 +89,7 @@ func (o *order) wantPhases(t *testing.T, want map[string]int) {
 // same request replays the stored response without running a step, a
 // different one is a Mismatch, and Do answers from the same record.
 func TestRunSteps(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		o := &order{e: e, key: "order-1"}
 		res, err := o.run(t, hashA)
@@ -123,7 +123,7 @@ func TestRunSteps(t *testing.T) {
 // calling the provider again with the same key and never running the
 // committed phase again.
 func TestRunResumes(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		o := &order{e: e, key: "order-2"}
 		down := errors.New("provider unreachable")
@@ -149,7 +149,7 @@ func TestRunResumes(t *testing.T) {
 // TestRunFinishEarly ends a request from its call, as for a declined card:
 // the response is stored and replayed, and the later phases never run.
 func TestRunFinishEarly(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		o := &order{e: e, key: "order-3"}
 		declined := idem.Response{Status: http.StatusPaymentRequired, Body: []byte("card declined")}
@@ -235,7 +235,7 @@ func (h *held) finish() (idem.Result, error) {
 // runner, when its call returns, can no longer commit a phase; the second
 // finishes the request from its recovery point.
 func TestRunLease(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithLease(time.Minute))
 		first := &order{e: e, key: "order-4"}
@@ -268,7 +268,7 @@ func TestRunLease(t *testing.T) {
 // window: Purge leaves it, and Do does not take its key over; once it
 // finishes, it is kept for the retention window from then, and purged after.
 func TestRunRetention(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour))
 		o := &order{e: e, key: "order-5"}
@@ -353,7 +353,7 @@ func TestCallKey(t *testing.T) {
 // follows runs in autocommit. The phase must not move the recovery point
 // then; it runs again, and its effect is committed once.
 func TestRunPhaseTransactionEnded(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		o := &order{e: e, key: "order-9"}
 		steps := o.steps()
@@ -383,7 +383,7 @@ func TestRunPhaseTransactionEnded(t *testing.T) {
 // never takes a live request over, through Run, the Resumer or Settle, and
 // sees the lease run out only when the database's clock says so.
 func TestRunLeaseOneClock(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e := setup(t, tg, idem.WithLease(time.Minute))
 		o := &order{e: e, key: "order-30"}
