@@ -84,6 +84,12 @@ type Result struct {
 	// InFlight key whose record is not visible; ExpiresAt is zero for an
 	// unfinished multi-step request (Store.Run), which does not expire.
 	CreatedAt, ExpiresAt time.Time
+	// LeaseLeft is, for Run's InFlight answer about a multi-step request
+	// that a live runner holds, how long the runner's lease still runs
+	// by the database's clock: a retry after it finds the request
+	// finished, or takes it over from a runner that died. It is zero for
+	// the other answers. An HTTP service can send it as Retry-After.
+	LeaseLeft time.Duration
 
 	token int64 // the claim that wrote the record answered from
 }

@@ -27,8 +27,9 @@ const (
 	DefaultMaxResponseBytes = 1 << 20
 
 	// DefaultLease is how long a runner of a multi-step request owns it
-	// after its last phase committed, unless WithLease says otherwise.
-	DefaultLease = time.Minute
+	// without a sign of life, unless WithLease says otherwise: after a
+	// runner dies, a retry takes its request over within it.
+	DefaultLease = 10 * time.Second
 )
 
 // An Option configures a Store in New.
@@ -58,12 +59,17 @@ func defaultConfig() config {
 }
 
 // WithLease sets how long the runner of a multi-step request (see Store.Run)
-// owns it without showing signs of life: each phase that commits renews the
-// lease for d. While it lasts, a retry of the request answers InFlight;
-// once it has run out, a retry takes the request over and resumes it, and
-// the old runner's next phase fails with ErrLeaseLost. Make d longer than
-// the slowest step, foreign calls included. The default is DefaultLease,
-// one minute; d must be at least a millisecond.
+// owns it without showing signs of life. The lease is set for d when the
+// request begins and when each phase commits, and renewed every d/3 while
+// a call to another system runs, however long the call takes. While it
+// lasts, a retry of the request answers InFlight (with Result.LeaseLeft);
+// once it has run out, because the runner died or could not reach the
+// database, a retry takes the request over and resumes it, and the old
+// runner's next phase, or its call, fails with ErrLeaseLost. Leases run on
+// the database's clock, read by the statements that set and compare them,
+// not on WithClock's. The default is DefaultLease, 10 seconds: a shorter
+// lease recovers sooner from a dead runner, and renews more often; a phase
+// must still commit within d. d must be at least a millisecond.
 func WithLease(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {

@@ -75,8 +75,9 @@ func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 const (
 	// DefaultResumeAge is how long a request must have stood unfinished
 	// before a Resumer takes it, unless MinAge says otherwise: long
-	// enough for its client's own retries.
-	DefaultResumeAge = 5 * time.Minute
+	// enough for its client's own retries, which can take a dead runner's
+	// request over after a DefaultLease.
+	DefaultResumeAge = time.Minute
 	// DefaultGiveUpAfter is how old a request must be before a failure
 	// makes a Resumer compensate it, unless GiveUpAfter says otherwise.
 	DefaultGiveUpAfter = time.Hour

@@ -227,13 +227,15 @@ func (r *stepRun) run(ctx context.Context) (Result, error) {
 	for _, st := range r.steps[t.next:] {
 		var resp *Response
 		if st.call != nil {
-			err = st.call(ctx, CallKey(r.key, st.name))
+			err = r.call(ctx, st)
 			var f *finish
-			if errors.As(err, &f) {
+			switch {
+			case errors.Is(err, ErrLeaseLost): // what the call learnt cannot be stored
+			case errors.As(err, &f):
 				resp, err = retrying(ctx, r.phase(st.name, func(context.Context, *sql.Tx) (*Response, error) {
 					return &f.resp, nil
 				}))
-			} else if err != nil {
+			case err != nil:
 				err = fmt.Errorf("idem: step %q: %w", st.name, err)
 			}
 		} else {
@@ -253,6 +255,64 @@ func (r *stepRun) run(ctx context.Context) (Result, error) {
 		}
 	}
 	return Result{}, fmt.Errorf("idem: step %q stored no response", r.steps[len(r.steps)-1].name)
+}
+
+// call runs the function of the Call step st, outside any transaction,
+// while it keeps the lease: every third of the lease it sets the lease
+// again from now, provided the request is still this call's, so that a
+// call longer than the lease is not taken over. When the request was taken
+// over, or two renewals in a row failed, which leaves a third of the lease,
+// it cancels the call's context and returns an error that matches
+// ErrLeaseLost: another call may resume the request, and this one must not
+// store what it learnt.
+func (r *stepRun) call(ctx context.Context, st Step) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	lost := make(chan error, 1)
+	go func() { lost <- r.renew(ctx, st.name, done, cancel) }()
+	err := st.call(ctx, CallKey(r.key, st.name))
+	close(done)
+	// The renewal has ended before the next statement uses r.v.
+	if lerr := <-lost; lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// renew renews the lease of r's request until done is closed or ctx ends,
+// and returns the error it cancelled ctx with, if it did.
+func (r *stepRun) renew(ctx context.Context, step string, done <-chan struct{}, cancel context.CancelCauseFunc) error {
+	tick := time.NewTicker(max(r.s.lease/3, time.Millisecond))
+	defer tick.Stop()
+	failed := 0
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return nil // the caller's: the call sees it
+		case <-tick.C:
+		}
+		n, err := r.exec(ctx, r.db, r.s.steps.renew, r.v)
+		var lost error
+		switch {
+		case err == nil && n == 1:
+			failed = 0
+			continue
+		case err == nil:
+			lost = fmt.Errorf("idem: step %q: %w", step, ErrLeaseLost)
+		case ctx.Err() != nil:
+			return nil
+		default:
+			if failed++; failed < 2 {
+				continue
+			}
+			lost = fmt.Errorf("idem: step %q: %w: the lease could not be renewed: %w", step, ErrLeaseLost, err)
+		}
+		cancel(lost)
+		return lost
+	}
 }
 
 // run runs the function of a Phase or Final step in tx, and returns the
@@ -329,6 +389,9 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 			return r.adopt(p) // an earlier attempt's commit landed late
 		}
 		if err != nil || p == nil || p.leaseUntil > p.now {
+			if p != nil && err == nil {
+				res.LeaseLeft = time.Duration(p.leaseUntil-p.now) * time.Microsecond
+			}
 			return taken{res: res}, err // held by a live runner, or a plain Do in flight
 		}
 		if !r.anyPoint {

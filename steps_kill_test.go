@@ -161,9 +161,9 @@ func TestRunSurvivesKills(t *testing.T) {
 				// The service's leases run on the database's real
 				// clock; the clients' reading of it is ahead by more
 				// than a lease, so the dead service's leases have run
-				// out for them at once, and theirs last a minute among
-				// themselves. Their own clock is ahead as much, for the
-				// Resumer's age.
+				// out for them at once, while among themselves theirs
+				// run as usual. Their own clock is ahead as much, for
+				// the Resumer's age.
 				ahead := idem.DefaultLease + time.Minute
 				e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
 					leaseClock(func() time.Duration { return ahead }))
@@ -346,6 +346,48 @@ func TestRunProviderFaults(t *testing.T) {
 			if notes := e.Effects.Notes(t)[key]; len(notes) != 3 {
 				t.Errorf("%s: effects %q, want each phase once", key, notes)
 			}
+		}
+	})
+}
+
+// TestRunRecoversAfterKill kills the service right after its call to the
+// provider, with no clock moved: a client that retries when the InFlight
+// answer's LeaseLeft has passed takes the request over, on the database's
+// own clock, within two DefaultLeases of the kill, and finishes it. The
+// test prints the time it took. The targets run in parallel, since each
+// waits out a real lease.
+func TestRunRecoversAfterKill(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		if strings.Contains(tg.Name, "interpolate") {
+			t.Skip("the same statements as the target without the driver's settings")
+		}
+		t.Parallel()
+		e := setup(t, tg)
+		p := newProvider(t)
+		const key = "checkout-killed"
+		killService(t, e, p.srv.URL, killAfterCall, key)
+		killed := time.Now()
+		for inFlight := 0; ; inFlight++ {
+			res, err := e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != idem.InFlight {
+				took := time.Since(killed)
+				t.Logf("%s: %v from the kill to the retry's answer, after %d InFlight answers", tg.Name, took.Round(time.Millisecond), inFlight)
+				wantOutcome(t, res, err, idem.Claimed)
+				if took > 2*idem.DefaultLease {
+					t.Errorf("took %v, want at most 2 × DefaultLease, %v", took, 2*idem.DefaultLease)
+				}
+				break
+			}
+			if res.LeaseLeft <= 0 || res.LeaseLeft > idem.DefaultLease || time.Since(killed) > 2*idem.DefaultLease {
+				t.Fatalf("InFlight with %v of the lease left, %v after the kill", res.LeaseLeft, time.Since(killed))
+			}
+			time.Sleep(res.LeaseLeft)
+		}
+		if calls, charges := p.counts(key); calls != 2 || charges != 1 {
+			t.Errorf("%d calls and %d charges at the provider, want 2 and 1", calls, charges)
 		}
 	})
 }

@@ -244,6 +244,9 @@ func TestRunLease(t *testing.T) {
 		second := &order{e: e, key: first.key}
 		res, err := second.run(t, hashA)
 		wantOutcome(t, res, err, idem.InFlight)
+		if res.LeaseLeft <= 50*time.Second || res.LeaseLeft > time.Minute {
+			t.Errorf("InFlight with %v of the lease left, want about a minute", res.LeaseLeft)
+		}
 		res, err = e.Do(t, first.key, hashA, mustNotRun(t), true)
 		wantOutcome(t, res, err, idem.InFlight)
 		res, err = second.run(t, hashB)

@@ -387,7 +387,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case res.Outcome == idem.Mismatch:
 		cfg.writeProblem(w, r, problemKeyReused)
 	default: // idem.InFlight
-		cfg.writeProblem(w, r, problemInFlight)
+		cfg.writeProblemAfter(w, r, problemInFlight, res.LeaseLeft)
 	}
 }
 

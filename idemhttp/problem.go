@@ -120,7 +120,17 @@ func (c *config) problem(k kind) Problem {
 // carries its Retry-After, since retrying on time is part of the protocol
 // the client follows, not of the API's error format.
 func (c *config) writeProblem(w http.ResponseWriter, r *http.Request, k kind) {
+	c.writeProblemAfter(w, r, k, 0)
+}
+
+// writeProblemAfter is writeProblem, asking the client to wait at least
+// after before it retries: the lease left to the runner of a multi-step
+// request, which no retry can take over sooner.
+func (c *config) writeProblemAfter(w http.ResponseWriter, r *http.Request, k kind, after time.Duration) {
 	p := c.problem(k)
+	if k.retry {
+		p.RetryAfter = max(p.RetryAfter, after)
+	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	if p.RetryAfter > 0 {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
@@ -75,6 +76,39 @@ func TestNewWithRunner(t *testing.T) {
 		}
 		if c.outcome == idem.Claimed && handlerTx != "the runner's transaction" {
 			t.Errorf("the handler's context carried %v, not the runner's transaction", handlerTx)
+		}
+	}
+}
+
+// TestInFlightRetryAfterLease shows the Retry-After of a 409 for a
+// multi-step request that a live runner holds: the lease left to it, when
+// that is longer than the middleware's delay, since no retry can take the
+// request over sooner; the middleware's delay otherwise.
+func TestInFlightRetryAfterLease(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left time.Duration
+	run := func(context.Context, string, []byte, func(context.Context) (idem.Response, error)) (idem.Result, error) {
+		return idem.Result{Outcome: idem.InFlight, LeaseLeft: left}, nil
+	}
+	m, err := idemhttp.NewWithRunner(store, run, idemhttp.WithSingleClient(), idemhttp.WithRetryAfter(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	for _, c := range []struct {
+		left time.Duration
+		want string
+	}{{0, "2"}, {time.Second, "2"}, {6500 * time.Millisecond, "7"}} {
+		left = c.left
+		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
+		r.Header.Set("Idempotency-Key", "k1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusConflict || w.Header().Get("Retry-After") != c.want {
+			t.Errorf("lease left %v: %d, Retry-After %q; want 409, %q", c.left, w.Code, w.Header().Get("Retry-After"), c.want)
 		}
 	}
 }
