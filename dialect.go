@@ -79,10 +79,15 @@ const (
 //	phase         for a multi-step request (Store.Run), its recovery point:
 //	              the last step committed; NULL in Do's records
 //	lease_until   for a multi-step request, until when its runner owns it,
-//	              in microseconds since the Unix epoch; NULL in Do's records
+//	              in microseconds since the Unix epoch by the database's
+//	              clock; NULL in Do's records
+//	resume_backoff for a multi-step request that a Resumer failed to
+//	              finish, how long after lease_until the Resumer leaves it
+//	              alone, in microseconds; NULL until then
 //
-// No statement of a dialect's reads or writes phase and lease_until; the
-// built-in dialects have statements of their own for Run. A dialect may add
+// No statement of a dialect's reads or writes phase, lease_until and
+// resume_backoff; the built-in dialects have statements of their own for
+// Run and the Resumer. A dialect may add
 // columns of its own.
 //
 // Parameters are written {name} in the SQL, and New replaces them with the

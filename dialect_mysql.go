@@ -85,6 +85,7 @@ func (mysqlFamily) Schema(table string) []string {
 	checksum     VARBINARY(32)  NULL,
 	phase        VARBINARY(64)  NULL,
 	lease_until  BIGINT         NULL,
+	resume_backoff BIGINT       NULL,
 	PRIMARY KEY (` + "`key`" + `),
 	KEY ` + "`" + bare + "_expires_at`" + ` (expires_at)
 ) ENGINE=InnoDB`}
@@ -92,7 +93,7 @@ func (mysqlFamily) Schema(table string) []string {
 
 // upgrades adds the columns that tables made by earlier versions lack: the
 // phase and lease of multi-step requests (the family's first table had the
-// token already). Each goes at the end of the table, so they come in the
+// token already), then the Resumer's back-off. Each goes at the end of the table, so they come in the
 // order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
 // only the check keeps a second run from adding a column twice; a table
 // named without its database is in the session's, DATABASE().
@@ -112,6 +113,7 @@ func (mysqlFamily) upgrades(table string) []upgrade {
 	return []upgrade{
 		column("phase", "VARBINARY(64) NULL"),
 		column("lease_until", "BIGINT NULL"),
+		column("resume_backoff", "BIGINT NULL"),
 	}
 }
 

@@ -46,7 +46,8 @@ func (postgres) Schema(table string) []string {
 	checksum     bytea,
 	token        bigint  NOT NULL DEFAULT 0,
 	phase        text,
-	lease_until  bigint
+	lease_until  bigint,
+	resume_backoff bigint
 )`,
 		`CREATE INDEX IF NOT EXISTS "` + bare + `_expires_at" ON ` + t + ` (expires_at)`,
 	}
@@ -54,7 +55,7 @@ func (postgres) Schema(table string) []string {
 
 // upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
-// multi-step requests. Each goes at the end of the table, so they come in
+// multi-step requests, then the Resumer's back-off. Each goes at the end of the table, so they come in
 // the order of a new table's columns.
 func (postgres) upgrades(table string) []upgrade {
 	t, _ := quoteTable(table, '"')
@@ -68,6 +69,7 @@ func (postgres) upgrades(table string) []upgrade {
 		column("token", "bigint NOT NULL DEFAULT 0"),
 		column("phase", "text"),
 		column("lease_until", "bigint"),
+		column("resume_backoff", "bigint"),
 	}
 }
 

@@ -51,7 +51,8 @@ func (sqlite) Schema(table string) []string {
 	checksum     BLOB,
 	token        INTEGER NOT NULL DEFAULT 0,
 	phase        TEXT,
-	lease_until  INTEGER
+	lease_until  INTEGER,
+	resume_backoff INTEGER
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + index + ` ON "` + bare + `" (expires_at)`,
 	}
@@ -59,7 +60,7 @@ func (sqlite) Schema(table string) []string {
 
 // upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
-// multi-step requests. Each goes at the end of the table, so they come in
+// multi-step requests, then the Resumer's back-off. Each goes at the end of the table, so they come in
 // the order of a new table's columns.
 func (sqlite) upgrades(table string) []upgrade {
 	t, bare := quoteTable(table, '"')
@@ -77,6 +78,7 @@ func (sqlite) upgrades(table string) []upgrade {
 		column("token", "INTEGER NOT NULL DEFAULT 0"),
 		column("phase", "TEXT"),
 		column("lease_until", "INTEGER"),
+		column("resume_backoff", "INTEGER"),
 	}
 }
 

@@ -23,15 +23,29 @@ type Unfinished struct {
 	// LeaseLeft is how long that lease still ran when the list was read,
 	// by the same clock: 0 or less when no call runs the request now.
 	LeaseLeft time.Duration
+	// ResumeIn is how long a Resumer still leaves the request alone, by
+	// the same clock: the lease left, and after the Resumer failed to
+	// finish it, a back-off that doubles with each failure, from 10
+	// seconds up to 15 minutes. 0 or less when a Resumer would take it.
+	// The request's client may retry it whenever the lease has run out.
+	ResumeIn time.Duration
 
 	requestHash []byte
 }
 
 // Unfinished lists, oldest first, at most limit multi-step requests that
 // are unfinished and were created at least olderThan ago, by the Store's
-// clock: the requests a Resumer would take, and what `idem unfinished`
-// shows. It returns ErrNoSteps for a dialect without multi-step requests.
+// clock, as `idem unfinished` shows them: those that a runner holds and
+// those that a Resumer leaves alone after a failure are listed too, and
+// LeaseLeft and ResumeIn tell them apart. It returns ErrNoSteps for a
+// dialect without multi-step requests.
 func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int) ([]Unfinished, error) {
+	return s.unfinished(ctx, db, olderThan, limit, false)
+}
+
+// unfinished is Unfinished, or, with resumable, the list without the
+// requests that a live lease or a back-off keeps from a Resumer.
+func (s *Store) unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int, resumable bool) ([]Unfinished, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -46,7 +60,11 @@ func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 		return nil, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
 	}
 	v := &values{expiresAt: never, createdAt: s.clock().Add(-olderThan).UnixMicro(), limit: int64(limit), clockOffset: s.dbClockOffset()}
-	rows, err := db.QueryContext(ctx, s.steps.unfinished.query, s.steps.unfinished.args(v)...)
+	st := s.steps.unfinished
+	if resumable {
+		st = s.steps.resumable
+	}
+	rows, err := db.QueryContext(ctx, st.query, st.args(v)...)
 	if err != nil {
 		return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
 	}
@@ -54,15 +72,16 @@ func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 	var list []Unfinished
 	for rows.Next() {
 		var (
-			u                   Unfinished
-			key                 []byte
-			created, lease, now int64
+			u                            Unfinished
+			key                          []byte
+			created, lease, backoff, now int64
 		)
-		if err := rows.Scan(&key, &u.Phase, &created, &lease, &u.requestHash, &now); err != nil {
+		if err := rows.Scan(&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now); err != nil {
 			return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
 		}
 		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
 		u.LeaseLeft = time.Duration(lease-now) * time.Microsecond
+		u.ResumeIn = time.Duration(lease+backoff-now) * time.Microsecond
 		list = append(list, u)
 	}
 	if err := rows.Err(); err != nil {
@@ -90,11 +109,13 @@ const (
 // unfinished: a client that gave up, a process that died between two
 // phases. The service runs it on a schedule, since it needs the service's
 // own steps: each call of Resume takes a batch of requests unfinished for
-// longer than MinAge whose lease has run out, and runs each forward
-// through its remaining steps, as a retry of its client would. A request
-// whose remaining steps fail, or whose steps cannot be given, is retried
-// by the next Resume, until it is older than GiveUpAfter: then Compensate,
-// if set, ends it with a stored failure.
+// longer than MinAge whose lease has run out, oldest first, and runs each
+// forward through its remaining steps, as a retry of its client would. A
+// request whose remaining steps fail, or whose steps cannot be given, is
+// left alone for a back-off that doubles with each failure (see
+// Unfinished.ResumeIn), kept in its record, so that requests that keep
+// failing never crowd out those that would finish; once it is older than
+// GiveUpAfter, Compensate, if set, ends it with a stored failure.
 type Resumer struct {
 	Store *Store
 	DB    *sql.DB
@@ -127,7 +148,9 @@ type ResumeReport struct {
 	// Finished requests ran their remaining steps to the final response;
 	// Compensated ones ended through Compensate.
 	Finished, Compensated int
-	// Busy requests had a live runner, or another call took them first.
+	// Busy requests were taken or finished by another call between the
+	// listing and their resume. The requests that a live runner holds
+	// are not listed at all.
 	Busy int
 	// Failed requests stay unfinished, for the next Resume; the error of
 	// Resume says why, request by request.
@@ -145,7 +168,7 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 	case r.Steps == nil:
 		return rep, fmt.Errorf("%w: Resumer without Steps", ErrInvalidArgument)
 	}
-	list, err := r.Store.Unfinished(ctx, r.DB, cmp.Or(r.MinAge, DefaultResumeAge), cmp.Or(r.Batch, DefaultResumeBatch))
+	list, err := r.Store.unfinished(ctx, r.DB, cmp.Or(r.MinAge, DefaultResumeAge), cmp.Or(r.Batch, DefaultResumeBatch), true)
 	if err != nil {
 		return rep, err
 	}
@@ -156,6 +179,9 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 		}
 		if err := r.resume(ctx, u, &rep); err != nil {
 			rep.Failed++
+			if berr := r.Store.backOff(ctx, r.DB, u.Key); berr != nil {
+				err = errors.Join(err, berr)
+			}
 			errs = append(errs, fmt.Errorf("key %q at step %q: %w", u.Key, u.Phase, err))
 		}
 	}
@@ -199,6 +225,19 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 		rep.Compensated++
 	default:
 		rep.Busy++
+	}
+	return nil
+}
+
+// backOff notes that a Resumer failed to finish the request of key: the
+// next Resumes leave it alone for longer (see Unfinished.ResumeIn). It runs
+// even if ctx is done, so that a failure is never forgotten.
+func (s *Store) backOff(ctx context.Context, db *sql.DB, key string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	v := &values{key: []byte(key), clockOffset: s.dbClockOffset()}
+	if _, err := db.ExecContext(ctx, s.steps.backoff.query, s.steps.backoff.args(v)...); err != nil {
+		return fmt.Errorf("note the failure: %w", err)
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ func TestResumerFinishes(t *testing.T) {
 }
 
 // TestResumerLeavesHeldRequests shows that a request whose runner holds
-// its lease is left to it, however old.
+// its lease is left to it, however old: the Resumer does not even take it.
 func TestResumerLeavesHeldRequests(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
@@ -111,8 +111,8 @@ func TestResumerLeavesHeldRequests(t *testing.T) {
 			return nil, errors.New("must not resume")
 		}}
 		rep, err := r.Resume(context.Background())
-		if err != nil || rep != (idem.ResumeReport{Busy: 1}) {
-			t.Fatalf("Resume: %+v, %v; want one busy", rep, err)
+		if err != nil || rep != (idem.ResumeReport{}) {
+			t.Fatalf("Resume: %+v, %v; want nothing taken", rep, err)
 		}
 		res, err := h.finish()
 		wantOutcome(t, res, err, idem.Claimed)
@@ -168,5 +168,69 @@ func TestResumerCompensates(t *testing.T) {
 		if list, err := e.Store.Unfinished(context.Background(), e.DB, 0, 10); err != nil || len(list) != 0 {
 			t.Errorf("unfinished after Resume: %+v, %v", list, err)
 		}
+	})
+}
+
+// TestResumerNotStarved shows that requests which keep failing, more than
+// one batch of them and older than one that would finish, never keep that
+// one waiting: a Resumer that fails to finish a request backs it off, in
+// its record, so that the next Resume, by another Store as after a restart,
+// takes the others. The back-off starts at 10 seconds and doubles with each
+// failure; Unfinished shows it.
+func TestResumerNotStarved(t *testing.T) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		var c clock
+		e := setup(t, tg, idem.WithClock(c.now), c.leases())
+		down := errors.New("provider unreachable")
+		steps := func(key string) []idem.Step {
+			o := &order{e: e, key: key}
+			if strings.HasPrefix(key, "failing-") {
+				o.charge = func(context.Context, string) error { return down }
+			}
+			return o.steps()
+		}
+		resume := func(want idem.ResumeReport) {
+			t.Helper()
+			store, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithClock(c.now), c.leases())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &idem.Resumer{Store: store, DB: e.DB, Batch: 2, MinAge: time.Nanosecond,
+				Steps: func(_ context.Context, key string) ([]idem.Step, error) { return steps(key), nil }}
+			if rep, err := r.Resume(ctx); rep != want || (want.Failed > 0) != errors.Is(err, down) {
+				t.Fatalf("Resume: %+v, %v; want %+v", rep, err, want)
+			}
+		}
+		backedOff := func(least, most time.Duration) {
+			t.Helper()
+			list, err := e.Store.Unfinished(ctx, e.DB, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range list {
+				if strings.HasPrefix(u.Key, "failing-") && (u.ResumeIn <= least || u.ResumeIn > most || u.LeaseLeft > 0) {
+					t.Errorf("%s: resumed in %v with %v of lease left, want a back-off of %v to %v", u.Key, u.ResumeIn, u.LeaseLeft, least, most)
+				}
+			}
+		}
+		for _, key := range []string{"failing-1", "failing-2", "failing-3", "finishing"} {
+			if _, err := e.Store.Run(ctx, e.DB, nil, key, hashA, (&order{e: e, key: key, charge: func(context.Context, string) error { return down }}).steps()...); !errors.Is(err, down) {
+				t.Fatalf("Run: %v, want the provider's error", err)
+			}
+			c.advance(time.Second)
+			if key == "failing-3" {
+				resume(idem.ResumeReport{Failed: 2})
+				resume(idem.ResumeReport{Failed: 1})
+			}
+		}
+		resume(idem.ResumeReport{Finished: 1})
+		backedOff(8*time.Second, 10*time.Second)
+
+		c.advance(11 * time.Second)
+		resume(idem.ResumeReport{Failed: 2})
+		resume(idem.ResumeReport{Failed: 1})
+		resume(idem.ResumeReport{})
+		backedOff(18*time.Second, 20*time.Second)
 	})
 }

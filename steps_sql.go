@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,10 +55,17 @@ type stepSQL struct {
 	// landed.
 	release string
 	// unfinished lists, oldest first, the unfinished requests created at
-	// or before {created_at}, with the database's clock. They are the
-	// records whose expires_at is never, which the index on expires_at
-	// finds.
+	// or before {created_at}, with their back-off and the database's
+	// clock. They are the records whose expires_at is never, which the
+	// index on expires_at finds.
 	unfinished string
+	// resumable is unfinished without the requests whose lease is live
+	// or whose back-off has not passed: those a Resumer takes.
+	resumable string
+	// backoff notes that a Resumer failed to finish the request: the
+	// back-off doubles, from resumeBackoffBase up to resumeBackoffMax,
+	// and counts from now, or from the end of a lease still live.
+	backoff string
 }
 
 // stepDialect is implemented by the built-in dialects, whose tables have
@@ -68,9 +76,13 @@ type stepDialect interface {
 
 // stepTemplate writes the statements for the quoted table t and key
 // column k, on a database whose clock, in microseconds since the Unix epoch,
-// the expression clock reads.
-func stepTemplate(t, k, clock string) stepSQL {
-	r := strings.NewReplacer("{T}", t, "{K}", k, "{NOW}", "("+clock+" + {clock_offset})")
+// the expression clock reads, and whose functions of the smaller and the
+// larger of two numbers are least and greatest.
+func stepTemplate(t, k, clock, least, greatest string) stepSQL {
+	r := strings.NewReplacer("{T}", t, "{K}", k, "{NOW}", "("+clock+" + {clock_offset})",
+		"{LEAST}", least, "{GREATEST}", greatest,
+		"{BASE}", strconv.FormatInt(resumeBackoffBase.Microseconds(), 10),
+		"{MAX}", strconv.FormatInt(resumeBackoffMax.Microseconds(), 10))
 	const (
 		mine    = `{K} = {key} AND token = {token} AND status IS NULL`
 		lease   = `lease_until = {NOW} + {lease}`
@@ -85,11 +97,27 @@ func stepTemplate(t, k, clock string) stepSQL {
 		renew:    r.Replace(`UPDATE {T} SET ` + lease + ` WHERE ` + mine),
 		finish:   r.Replace(`UPDATE {T} SET phase = {phase}, status = {status}, header = {header}, body = {body}, checksum = {checksum}, expires_at = {expires_at} WHERE ` + mine),
 		release:  r.Replace(`UPDATE {T} SET lease_until = {NOW} WHERE {K} = {key} AND (token = {token} OR token = {prev_token}) AND status IS NULL`),
-		unfinished: r.Replace(`SELECT {K}, phase, created_at, lease_until, request_hash, {NOW} FROM {T}
-WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}
+		unfinished: r.Replace(unfinished + `
 ORDER BY created_at LIMIT {limit}`),
+		resumable: r.Replace(unfinished + ` AND lease_until + COALESCE(resume_backoff, 0) <= {NOW}
+ORDER BY created_at LIMIT {limit}`),
+		backoff: r.Replace(`UPDATE {T} SET resume_backoff = {LEAST}({MAX}, COALESCE(resume_backoff * 2, {BASE})),
+lease_until = {GREATEST}(lease_until, {NOW}) WHERE {K} = {key} AND status IS NULL AND phase IS NOT NULL`),
 	}
 }
+
+// unfinished is the listing of unfinished requests, without its order.
+const unfinished = `SELECT {K}, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW} FROM {T}
+WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}`
+
+// The Resumer's back-off after a request it failed to finish: it leaves
+// the request alone for resumeBackoffBase after the first failure, twice as
+// long after each next one, and never longer than resumeBackoffMax. The
+// request's client may retry it meanwhile, as ever.
+const (
+	resumeBackoffBase = 10 * time.Second
+	resumeBackoffMax  = 15 * time.Minute
+)
 
 // The database clocks of the built-in dialects, in microseconds since the
 // Unix epoch. Each is read when the statement runs, not fixed for the
@@ -107,19 +135,19 @@ const (
 
 func (postgres) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '"')
-	s := stepTemplate(t, "key", postgresClock)
+	s := stepTemplate(t, "key", postgresClock, "LEAST", "GREATEST")
 	s.lock = `SELECT pg_advisory_xact_lock({lock_id}::bigint # ('` + t + `'::regclass::oid::bigint << 32))`
 	return s
 }
 
 func (sqlite) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '"')
-	return stepTemplate(t, "key", sqliteClock)
+	return stepTemplate(t, "key", sqliteClock, "min", "max")
 }
 
 func (mysqlFamily) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '`')
-	s := stepTemplate(t, "`key`", mysqlClock)
+	s := stepTemplate(t, "`key`", mysqlClock, "LEAST", "GREATEST")
 	// A plain read sees the transaction's snapshot, which TiDB takes at
 	// BEGIN: it would miss a record committed after it, which the claim
 	// before it, a locking read, saw and locked. Locking, it reads the
@@ -131,7 +159,7 @@ func (mysqlFamily) stepStatements(table string) stepSQL {
 // stepStatements are the bound statements of stepSQL.
 type stepStatements struct {
 	lock, start, progress, takeover, advance, mark, renew, finish, release statement
-	unfinished                                                             statement
+	unfinished, resumable, backoff                                         statement
 }
 
 // bindSteps binds the statements of multi-step requests for d, or returns
@@ -160,6 +188,8 @@ func bindSteps(d Dialect, table string) (*stepStatements, error) {
 		{&s.finish, "step finish", q.finish, response},
 		{&s.release, "step release", q.release, []param{paramKey, paramToken, paramPrevToken, paramClockOffset}},
 		{&s.unfinished, "unfinished", q.unfinished, []param{paramExpiresAt, paramCreatedAt, paramLimit, paramClockOffset}},
+		{&s.resumable, "resumable", q.resumable, []param{paramExpiresAt, paramCreatedAt, paramLimit, paramClockOffset}},
+		{&s.backoff, "resume backoff", q.backoff, []param{paramKey, paramClockOffset}},
 	} {
 		if b.sql == "" {
 			continue

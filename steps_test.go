@@ -408,8 +408,7 @@ func TestRunLeaseOneClock(t *testing.T) {
 				Steps: func(context.Context, string) ([]idem.Step, error) { return retry.steps(), nil }}
 			// A clock behind sees the request as not yet created, too
 			// young to resume; one ahead sees it, with its lease live.
-			rep, err := resumer.Resume(ctx)
-			if err != nil || rep.Finished+rep.Compensated+rep.Failed != 0 || (skew > 0) != (rep.Busy == 1) {
+			if rep, err := resumer.Resume(ctx); err != nil || rep != (idem.ResumeReport{}) {
 				t.Errorf("Resume by a clock %v off: %+v, %v; want the request left to its runner", skew, rep, err)
 			}
 			if list, err := other.Unfinished(ctx, e.DB, 0, 10); skew > 0 && (err != nil || len(list) != 1 || list[0].LeaseLeft < 50*time.Second) {

@@ -16,9 +16,12 @@ const unfinishedHelp = `Usage: idem unfinished [flags]
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
 committed (its recovery point; "-" when none has committed yet), when it
-began, and its lease. A request whose lease is held has a runner at work; a
-request whose lease has run out waits for its client's retry or for the
-service's Resumer, which resumes it after its recovery point.
+began, its lease, and when the service's Resumer takes it. A request whose
+lease is held has a runner at work; a request whose lease has run out waits
+for its client's retry or for the Resumer, which resumes it after its
+recovery point. After the Resumer failed to finish a request, it backs off:
+10 seconds, then twice as long after each failure, up to 15 minutes. Leases
+and back-offs are by the database's clock.
 
 -age leaves out the requests younger than it; -limit says how many to show.
 
@@ -63,7 +66,7 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE")
+	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE\tRESUMER")
 	for _, u := range list {
 		step := u.Phase
 		if step == "" {
@@ -75,7 +78,11 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		if u.LeaseLeft > 0 {
 			lease = "held, runs out in " + span(u.LeaseLeft)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease)
+		resumer := "takes it next"
+		if u.ResumeIn > 0 {
+			resumer = "in " + span(u.ResumeIn)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease, resumer)
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -48,9 +48,9 @@ func TestUnfinished(t *testing.T) {
 
 		r := runWith(t, testEnv(t0), append([]string{"unfinished"}, tb.args()...)...)
 		r.wantCode(t, exitOK)
-		want := regexp.MustCompile(`^KEY +STEP +BEGAN +LEASE\n` +
-			`"given-up" +order +10m0s ago +ran out \d+s ago\n` +
-			`"held" +order +9m0s ago +held, runs out in (59m\d+s|1h0m)\n$`)
+		want := regexp.MustCompile(`^KEY +STEP +BEGAN +LEASE +RESUMER\n` +
+			`"given-up" +order +10m0s ago +ran out \d+s ago +takes it next\n` +
+			`"held" +order +9m0s ago +held, runs out in (59m\d+s|1h0m) +in (59m\d+s|1h0m)\n$`)
 		if !want.MatchString(r.stdout) {
 			t.Errorf("stdout:\n%s\nwant it to match %v", r.stdout, want)
 		}
