@@ -384,7 +384,13 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 			return taken{}, errClaimGone("start")
 		}
 	} else {
+		if held, err := r.phaseRuns(ctx, tx, v); held || err != nil {
+			return taken{res: res}, err
+		}
 		p, err := s.progress(ctx, tx, v)
+		if err != nil && s.d.Classify(err) == ErrorLockTimeout {
+			return taken{res: res}, nil // a phase that runs holds the row
+		}
 		if err == nil && p != nil && slices.Contains(r.late, p.token) {
 			return r.adopt(p) // an earlier attempt's commit landed late
 		}
@@ -426,6 +432,20 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		s.emit(ctx, r.key, Event{Kind: EventTakeover, Step: tookOver.phase, Outcome: Claimed})
 	}
 	return taken{res: res, next: next}, nil
+}
+
+// phaseRuns reports whether a phase's transaction holds the key's lock,
+// where the dialect has one: a takeover must not wait for it.
+func (r *stepRun) phaseRuns(ctx context.Context, tx *sql.Tx, v *values) (bool, error) {
+	st := r.s.steps.tryLock
+	if st.query == "" {
+		return false, nil
+	}
+	var got bool
+	if err := tx.QueryRowContext(ctx, st.query, st.args(v)...).Scan(&got); err != nil {
+		return false, r.s.wrap("lock", err)
+	}
+	return !got, nil
 }
 
 // adopt makes the request of p this call's: a record that an earlier

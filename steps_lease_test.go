@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -91,6 +92,50 @@ func TestRunCallLeaseLost(t *testing.T) {
 		second.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
 		if k1, k2 := o.calls(), second.calls(); len(k1) != 1 || len(k2) != 1 {
 			t.Errorf("calls %q and %q, want one each", k1, k2)
+		}
+	})
+}
+
+// TestRunNoTakeoverInPhase holds a phase's transaction open past the end
+// of its lease, by the database's clock as a retry reads it: the retry
+// answers InFlight at once, or after the lock timeout where the claim
+// waits, since the open transaction holds the request (the key's lock or
+// the row), and the phase commits.
+func TestRunNoTakeoverInPhase(t *testing.T) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
+		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+			t.Skip("one writer at a time: the retry waits at BEGIN for the phase's write lock")
+		}
+		ctx := context.Background()
+		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond), idem.WithLease(time.Minute))
+		o := &order{e: e, key: "order-42"}
+		steps := o.steps()
+		inPhase, letGo := make(chan struct{}), make(chan struct{})
+		steps[2] = idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
+			close(inPhase)
+			<-letGo
+			return o.phase("charged")(ctx, tx)
+		})
+		done := make(chan runResult, 1)
+		go func() {
+			res, err := e.Store.Run(ctx, e.DB, nil, o.key, hashA, steps...)
+			done <- runResult{res, err}
+		}()
+		<-inPhase
+		later, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLockTimeout(100*time.Millisecond),
+			leaseClock(func() time.Duration { return time.Hour }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		retry := &order{e: e, key: o.key}
+		res, err := later.Run(ctx, e.DB, nil, retry.key, hashA, retry.steps()...)
+		wantOutcome(t, res, err, idem.InFlight)
+		close(letGo)
+		r := <-done
+		wantOutcome(t, r.res, r.err, idem.Claimed)
+		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+		if n := len(retry.calls()); n != 0 {
+			t.Errorf("the retry called the provider %d times", n)
 		}
 	})
 }

@@ -24,6 +24,10 @@ type stepSQL struct {
 	// phase changes the record, so that a claim of the same key meanwhile
 	// sees the key held instead of waiting for the phase's row.
 	lock string
+	// tryLock, where the dialect has lock, takes the key's lock without
+	// waiting, and answers whether it did: before a takeover, it tells a
+	// phase that runs from one that has ended.
+	tryLock string
 	// start marks the record this transaction just claimed as a
 	// multi-step request: its recovery point, its lease, and an expiry
 	// that never comes while it is unfinished.
@@ -136,7 +140,9 @@ const (
 func (postgres) stepStatements(table string) stepSQL {
 	t, _ := quoteTable(table, '"')
 	s := stepTemplate(t, "key", postgresClock, "LEAST", "GREATEST")
-	s.lock = `SELECT pg_advisory_xact_lock({lock_id}::bigint # ('` + t + `'::regclass::oid::bigint << 32))`
+	key := `({lock_id}::bigint # ('` + t + `'::regclass::oid::bigint << 32))`
+	s.lock = `SELECT pg_advisory_xact_lock` + key
+	s.tryLock = `SELECT pg_try_advisory_xact_lock` + key
 	return s
 }
 
@@ -151,15 +157,16 @@ func (mysqlFamily) stepStatements(table string) stepSQL {
 	// A plain read sees the transaction's snapshot, which TiDB takes at
 	// BEGIN: it would miss a record committed after it, which the claim
 	// before it, a locking read, saw and locked. Locking, it reads the
-	// latest, and waits for nothing that the claim does not hold.
-	s.progress += " FOR UPDATE"
+	// latest. It waits for nothing: the claim holds the row already, or
+	// lost it to a phase that runs, and the read then fails at once.
+	s.progress += " FOR UPDATE NOWAIT"
 	return s
 }
 
 // stepStatements are the bound statements of stepSQL.
 type stepStatements struct {
-	lock, start, progress, takeover, advance, mark, renew, finish, release statement
-	unfinished, resumable, backoff                                         statement
+	lock, tryLock, start, progress, takeover, advance, mark, renew, finish, release statement
+	unfinished, resumable, backoff                                                  statement
 }
 
 // bindSteps binds the statements of multi-step requests for d, or returns
@@ -179,6 +186,7 @@ func bindSteps(d Dialect, table string) (*stepStatements, error) {
 		params []param
 	}{
 		{&s.lock, "step lock", q.lock, []param{paramLockID}},
+		{&s.tryLock, "step try lock", q.tryLock, []param{paramLockID}},
 		{&s.start, "step start", q.start, []param{paramKey, paramToken, paramPhase, paramLease, paramClockOffset, paramExpiresAt}},
 		{&s.progress, "step progress", q.progress, []param{paramKey, paramClockOffset}},
 		{&s.takeover, "step takeover", q.takeover, []param{paramKey, paramToken, paramPrevToken, paramLease, paramClockOffset}},
