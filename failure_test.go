@@ -218,6 +218,23 @@ func (p *cutProxy) commitCut(client, server net.Conn, commit []byte, replied <-c
 	}
 }
 
+// proxied opens e's database through a cutProxy of its own, closed at the
+// end of t.
+func (e *env) proxied(t *testing.T) (*cutProxy, *sql.DB) {
+	t.Helper()
+	var p *cutProxy
+	dsn := throughProxy(t, e.tg, e.DSN, func(target string) string {
+		p = startProxy(t, target)
+		return p.ln.Addr().String()
+	})
+	db, err := sql.Open(e.tg.Driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return p, db
+}
+
 // throughProxy returns tg's data source with the server's address replaced by
 // the proxy's, and the server's address.
 func throughProxy(t *testing.T, tg target, dsn string, proxy func(target string) string) string {
@@ -274,16 +291,7 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 				// timeout. 10 s, rather than the default second, leaves
 				// the server all the room a busy machine needs.
 				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-				var p *cutProxy
-				dsn := throughProxy(t, tg, e.DSN, func(target string) string {
-					p = startProxy(t, target)
-					return p.ln.Addr().String()
-				})
-				db, err := sql.Open(tg.Driver, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
+				p, db := e.proxied(t)
 				runs := 0
 				res, err := e.Store.DoTx(context.Background(), db, nil, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 					runs++

@@ -115,16 +115,7 @@ func TestRunLostCommitReplyOverTCP(t *testing.T) {
 				// As in TestLostCommitReplyOverTCP: room for the server to
 				// free the cut session's locks on a loaded machine.
 				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
-				var p *cutProxy
-				dsn := throughProxy(t, tg, e.DSN, func(target string) string {
-					p = startProxy(t, target)
-					return p.ln.Addr().String()
-				})
-				db, err := sql.Open(tg.Driver, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
+				p, db := e.proxied(t)
 				o := &order{e: e, key: "k"}
 				steps := o.steps()
 				if c.at == "" {

@@ -65,11 +65,7 @@ func TestRunCallLeaseLost(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		done := make(chan runResult, 1)
-		go func() {
-			res, err := o.e.Store.Run(ctx, e.DB, nil, o.key, hashA, o.steps()...)
-			done <- runResult{res, err}
-		}()
+		done := o.start(o.steps())
 		<-inCall
 
 		later, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLease(time.Minute),
@@ -116,11 +112,7 @@ func TestRunNoTakeoverInPhase(t *testing.T) {
 			<-letGo
 			return o.phase("charged")(ctx, tx)
 		})
-		done := make(chan runResult, 1)
-		go func() {
-			res, err := e.Store.Run(ctx, e.DB, nil, o.key, hashA, steps...)
-			done <- runResult{res, err}
-		}()
+		done := o.start(steps)
 		<-inPhase
 		later, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLockTimeout(100*time.Millisecond),
 			leaseClock(func() time.Duration { return time.Hour }))

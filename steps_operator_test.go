@@ -52,11 +52,7 @@ func TestSettleLiveRun(t *testing.T) {
 			<-letGo
 			return o.phase("order")(ctx, tx)
 		})
-		done := make(chan runResult, 1)
-		go func() {
-			res, err := e.Store.Run(ctx, e.DB, nil, o.key, hashA, steps...)
-			done <- runResult{res, err}
-		}()
+		done := o.start(steps)
 		<-inPhase
 		for _, op := range []func() error{
 			func() error { return e.Store.Settle(ctx, e.DB, o.key, settled) },

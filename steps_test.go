@@ -62,6 +62,17 @@ func (o *order) run(t *testing.T, hash []byte) (idem.Result, error) {
 	return o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hash, o.steps()...)
 }
 
+// start runs o's request with steps, and hashA, in a goroutine of its own,
+// and returns where its answer comes.
+func (o *order) start(steps []idem.Step) <-chan runResult {
+	done := make(chan runResult, 1)
+	go func() {
+		res, err := o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hashA, steps...)
+		done <- runResult{res, err}
+	}()
+	return done
+}
+
 // calls returns the keys the provider was called with.
 func (o *order) calls() []string {
 	o.mu.Lock()
@@ -189,7 +200,7 @@ func leaseClock(offset func() time.Duration) idem.Option {
 type held struct {
 	inCall, release chan struct{}
 	called, let     sync.Once
-	done            chan runResult
+	done            <-chan runResult
 }
 
 type runResult struct {
@@ -201,17 +212,14 @@ type runResult struct {
 // made. The call is let go at the end of the test if not before.
 func holdRun(t *testing.T, o *order) *held {
 	t.Helper()
-	h := &held{inCall: make(chan struct{}), release: make(chan struct{}), done: make(chan runResult, 1)}
+	h := &held{inCall: make(chan struct{}), release: make(chan struct{})}
 	o.charge = func(context.Context, string) error {
 		h.called.Do(func() { close(h.inCall) })
 		<-h.release
 		return nil
 	}
 	t.Cleanup(h.letGo)
-	go func() {
-		res, err := o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hashA, o.steps()...)
-		h.done <- runResult{res, err}
-	}()
+	h.done = o.start(o.steps())
 	select {
 	case <-h.inCall:
 	case r := <-h.done:

@@ -12,6 +12,16 @@ import (
 	"github.com/idemgo/idem"
 )
 
+// runOrder runs a request of key with store: a phase, a call, and a final
+// phase that answers 201.
+func runOrder(ctx context.Context, store *idem.Store, db *sql.DB, key string, call func(context.Context, string) error) error {
+	phase := func(context.Context, *sql.Tx) error { return nil }
+	final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
+	_, err := store.Run(ctx, db, nil, key, idem.Fingerprint([]byte(key)),
+		idem.Phase("order", phase), idem.Call("charge", call), idem.Final("confirm", final))
+	return err
+}
+
 // TestUnfinished leaves two multi-step requests unfinished, one held by
 // its runner and one given up after its first phase, and finishes a third:
 // the list shows the two, oldest first, with their steps and leases. Their
@@ -23,12 +33,8 @@ func TestUnfinished(t *testing.T) {
 		began := t0.Add(-10 * time.Minute)
 		store := tb.store(t, idem.WithClock(func() time.Time { return began }), idem.WithLease(time.Hour))
 		down := errors.New("provider unreachable")
-		phase := func(context.Context, *sql.Tx) error { return nil }
-		final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
 		run := func(key string, call func(context.Context, string) error) error {
-			_, err := store.Run(ctx, tb.db, nil, key, idem.Fingerprint([]byte(key)),
-				idem.Phase("order", phase), idem.Call("charge", call), idem.Final("confirm", final))
-			return err
+			return runOrder(ctx, store, tb.db, key, call)
 		}
 		if err := run("given-up", func(context.Context, string) error { return down }); !errors.Is(err, down) {
 			t.Fatalf("Run: %v, want the provider's error", err)
@@ -91,12 +97,8 @@ func TestSettleReleaseUnfinished(t *testing.T) {
 		ctx := context.Background()
 		store := tb.store(t, idem.WithClock(func() time.Time { return t0 }), idem.WithLease(time.Hour), idem.WithRetention(time.Hour))
 		down := errors.New("provider unreachable")
-		phase := func(context.Context, *sql.Tx) error { return nil }
-		final := func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }
 		run := func(key string, call func(context.Context, string) error) error {
-			_, err := store.Run(ctx, tb.db, nil, key, idem.Fingerprint([]byte(key)),
-				idem.Phase("order", phase), idem.Call("charge", call), idem.Final("confirm", final))
-			return err
+			return runOrder(ctx, store, tb.db, key, call)
 		}
 		for _, key := range []string{"given-up-1", "given-up-2"} {
 			if err := run(key, func(context.Context, string) error { return down }); !errors.Is(err, down) {
