@@ -19,8 +19,9 @@ func (s *Store) Schema() []string {
 // table made by an earlier version of this package up to date by adding the
 // columns that older tables lack: on PostgreSQL and SQLite the token column
 // that guards Complete and Abandon (see Statements), and on every built-in
-// dialect the phase and lease_until columns of multi-step requests. Records
-// already in the table keep working. Running it again does nothing.
+// dialect the phase, lease_until and resume_backoff columns of multi-step
+// requests. Records already in the table keep working. Running it again
+// does nothing.
 //
 // Several services may run it at the same moment, as a deploy that starts
 // them together does: a caller that finds the table, index or column made
