@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/idemgo/idem/internal/txn"
 )
 
 // Purge deletes expired records, batch at a time, so that it never holds
@@ -97,19 +99,10 @@ func (s *Store) purgeBatch(ctx context.Context, db *sql.DB, v *values, full stat
 			_ = tx.Rollback() // the batch's error is the one to report
 		}
 	}()
-	if s.setLockWait.query != "" {
-		if _, err := tx.ExecContext(ctx, s.setLockWait.query); err != nil {
-			return 0, 0, s.purgeError(err)
-		}
-	}
-	deleted, found, err = s.purgeKeys(ctx, tx, v, full)
-	if s.resetLockWait.query != "" {
-		// The session's own lock wait comes back whatever the batch did:
-		// the connection goes back to the pool after it.
-		if _, rerr := tx.ExecContext(ctx, s.resetLockWait.query); rerr != nil && err == nil {
-			err = s.purgeError(rerr)
-		}
-	}
+	err = s.withLockWait(ctx, txn.SQL{Tx: tx}, func() (err error) {
+		deleted, found, err = s.purgeKeys(ctx, tx, v, full)
+		return err
+	})
 	if err != nil {
 		return 0, found, err
 	}

@@ -192,10 +192,6 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 // fails.
 func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) error {
 	s := r.Store
-	if u.LeaseLeft > 0 {
-		rep.Busy++
-		return nil
-	}
 	steps, cause := r.Steps(ctx, u.Key)
 	if cause == nil {
 		// The observers get the answer as an EventResume: it is no
@@ -248,11 +244,13 @@ func (s *Store) backOff(ctx context.Context, db *sql.DB, key string) error {
 // EventCompensate when it stored the response or failed.
 func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions, u Unfinished, fn Func) (claimed bool, err error) {
 	r := &stepRun{s: s, db: db, opts: opts, key: u.Key, reqHash: u.requestHash, anyPoint: true}
+	defer func() {
+		if claimed || err != nil {
+			s.emit(ctx, u.Key, Event{Kind: EventCompensate, Outcome: Claimed, Err: err})
+		}
+	}()
 	t, err := retrying(ctx, r.begin)
 	if err != nil || t.res.Outcome != Claimed {
-		if err != nil {
-			s.emit(ctx, u.Key, Event{Kind: EventCompensate, Err: err})
-		}
 		return false, err
 	}
 	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx *sql.Tx) (*Response, error) {
@@ -261,10 +259,8 @@ func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions,
 	}))
 	if err != nil {
 		r.release(ctx)
-		s.emit(ctx, u.Key, Event{Kind: EventCompensate, Err: err})
 		return false, err
 	}
-	s.emit(ctx, u.Key, Event{Kind: EventCompensate, Outcome: Claimed})
 	return true, nil
 }
 

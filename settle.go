@@ -50,12 +50,7 @@ func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Respons
 // request that has committed a phase (ErrPhasesCommitted), whose effects
 // exist: see ReleaseUndone.
 func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string) error {
-	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values, p *progress) error {
-		if p != nil && p.phase != "" {
-			return fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
-		}
-		return s.execOne(ctx, tx, "release", s.abandon, v)
-	})
+	return s.release(ctx, db, key, false)
 }
 
 // ReleaseUndone is ReleaseWithoutEffect for a multi-step request that has
@@ -66,7 +61,16 @@ func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string
 //
 // It refuses what Settle refuses, with the same errors.
 func (s *Store) ReleaseUndone(ctx context.Context, db *sql.DB, key string) error {
-	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values, _ *progress) error {
+	return s.release(ctx, db, key, true)
+}
+
+// release deletes key's unfinished record; past a committed phase only
+// when undone says that the phases' effects are undone.
+func (s *Store) release(ctx context.Context, db *sql.DB, key string, undone bool) error {
+	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values, p *progress) error {
+		if !undone && p != nil && p.phase != "" {
+			return fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
+		}
 		return s.execOne(ctx, tx, "release", s.abandon, v)
 	})
 }

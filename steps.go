@@ -464,24 +464,18 @@ func (r *stepRun) adopt(p *progress) (taken, error) {
 }
 
 // settleCommit settles a commit of Run's that failed with cerr, as DoTx
-// does: by looking the record up, on a fresh connection, with the token of
-// the claim or phase that the commit would have written. It returns nil
-// when the record carries that token, since the commit then happened; an
-// error that matches ErrRetry when it did not, for the transaction to run
-// again; and one that matches ErrCommitUnknown when the lookup failed too.
+// does (see findAfterCommit), by the token of the claim or phase that the
+// commit would have written. It returns nil when the record carries that
+// token, since the commit then happened; an error that matches ErrRetry
+// when it did not, for the transaction to run again; and one that matches
+// ErrCommitUnknown when the lookup failed too. Under any other token, the
+// record is still the one from before the commit, which may yet land.
 func (r *stepRun) settleCommit(ctx context.Context, v *values, cerr error) error {
-	s := r.s
-	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
-		return s.wrap("commit", cerr) // nothing was committed
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
-	defer cancel()
-	rec, err := s.find(ctx, r.db, v.key)
-	if err != nil {
-		return fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, cerr, err)
-	}
-	if rec != nil && rec.token == v.token {
-		return nil
+	rec, err := r.s.findAfterCommit(ctx, func(ctx context.Context, k []byte) (*record, error) {
+		return r.s.find(ctx, r.db, k)
+	}, v.key, cerr)
+	if err != nil || (rec != nil && rec.token == v.token) {
+		return err
 	}
 	r.late = append(r.late, v.token)
 	return retryError("commit failed, nothing was stored", cerr)

@@ -101,17 +101,17 @@ func stepTemplate(t, k, clock, least, greatest string) stepSQL {
 		renew:    r.Replace(`UPDATE {T} SET ` + lease + ` WHERE ` + mine),
 		finish:   r.Replace(`UPDATE {T} SET phase = {phase}, status = {status}, header = {header}, body = {body}, checksum = {checksum}, expires_at = {expires_at} WHERE ` + mine),
 		release:  r.Replace(`UPDATE {T} SET lease_until = {NOW} WHERE {K} = {key} AND (token = {token} OR token = {prev_token}) AND status IS NULL`),
-		unfinished: r.Replace(unfinished + `
+		unfinished: r.Replace(unfinishedSelect + `
 ORDER BY created_at LIMIT {limit}`),
-		resumable: r.Replace(unfinished + ` AND lease_until + COALESCE(resume_backoff, 0) <= {NOW}
+		resumable: r.Replace(unfinishedSelect + ` AND lease_until + COALESCE(resume_backoff, 0) <= {NOW}
 ORDER BY created_at LIMIT {limit}`),
 		backoff: r.Replace(`UPDATE {T} SET resume_backoff = {LEAST}({MAX}, COALESCE(resume_backoff * 2, {BASE})),
 lease_until = {GREATEST}(lease_until, {NOW}) WHERE {K} = {key} AND status IS NULL AND phase IS NOT NULL`),
 	}
 }
 
-// unfinished is the listing of unfinished requests, without its order.
-const unfinished = `SELECT {K}, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW} FROM {T}
+// unfinishedSelect lists unfinished requests, without an order.
+const unfinishedSelect = `SELECT {K}, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW} FROM {T}
 WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}`
 
 // The Resumer's back-off after a request it failed to finish: it leaves

@@ -160,19 +160,43 @@ func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, 
 	return res, wait, err
 }
 
-// commitFailed answers a Claimed attempt whose commit failed with cerr. A
-// conflict, or a transaction that had ended, means nothing was committed;
-// any other failure leaves the outcome open, and resolveCommit settles it
-// with find. An attempt whose commit may yet land adds its token to late.
+// commitFailed answers a Claimed attempt whose commit failed with cerr,
+// from the record that findAfterCommit finds: a record with the token of
+// this attempt's claim (v.token) can only be there if the commit went
+// through; no live record means that nothing was committed, and the attempt
+// can run again, but its commit may yet land, so it adds its token to late;
+// another request's record answers as a claim would.
 func (s *Store) commitFailed(ctx context.Context, find findFunc, v *values, res Result, cerr error, late *[]int64) (Result, error) {
-	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
-		return Result{}, s.wrap("commit", cerr)
-	}
-	res, err := s.resolveCommit(ctx, find, v, res, cerr)
-	if errors.Is(err, ErrRetry) {
+	rec, err := s.findAfterCommit(ctx, find, v.key, cerr)
+	switch {
+	case err != nil:
+		return Result{}, err
+	case rec == nil || !rec.live(s.clock().UnixMicro()):
 		*late = append(*late, v.token)
+		return Result{}, retryError("commit failed, nothing was stored", cerr)
+	case rec.token == v.token:
+		return res, nil
 	}
-	return res, err
+	return s.decide(v.key, v.requestHash, rec)
+}
+
+// findAfterCommit reads, with find on a fresh connection, the record of key
+// after a commit that failed with cerr, to settle what the commit did. A
+// conflict, or a transaction that had ended, means that nothing was
+// committed: it returns the commit's error, which matches ErrRetry for a
+// conflict. When the lookup fails too, it returns ErrCommitUnknown. The
+// lookup runs even if ctx is done.
+func (s *Store) findAfterCommit(ctx context.Context, find findFunc, key []byte, cerr error) (*record, error) {
+	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
+		return nil, s.wrap("commit", cerr)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
+	rec, err := find(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, cerr, err)
+	}
+	return rec, nil
 }
 
 // lateClaim answers Claimed for a Replay of a record that an earlier
@@ -184,24 +208,4 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 		return res, true
 	}
 	return res, false
-}
-
-// resolveCommit settles a commit whose reply was lost by looking the key up
-// with find, on a fresh connection: a record with the token of this
-// attempt's claim (v.token) can only be there if the commit went through.
-func (s *Store) resolveCommit(ctx context.Context, find findFunc, v *values, res Result, commitErr error) (Result, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
-	defer cancel()
-	rec, err := find(ctx, v.key)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, commitErr, err)
-	}
-	if rec == nil || !rec.live(s.clock().UnixMicro()) {
-		// Nothing committed: the attempt can run again.
-		return Result{}, retryError("commit failed, nothing was stored", commitErr)
-	}
-	if rec.token == v.token {
-		return res, nil // this attempt's record: the commit went through
-	}
-	return s.decide(v.key, v.requestHash, rec)
 }
