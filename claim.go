@@ -23,18 +23,6 @@ const (
 	maxUnsettled = 8
 )
 
-// claimKey runs the claim until it settles: Claimed (claimed is true), or
-// another outcome from the record it found. first, when it is not nil, is
-// the answer of a claim already sent, with the BEGIN, which the first round
-// takes instead of sending the claim again.
-func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claimAnswer) (res Result, claimed bool, err error) {
-	err = s.withLockWait(ctx, tx, func() error {
-		res, claimed, err = s.settleClaim(ctx, tx, v, first)
-		return err
-	})
-	return res, claimed, err
-}
-
 // claimAnswer is what one round of the claim found: the record, and whether
 // it claimed the key or found it held.
 type claimAnswer struct {
@@ -43,26 +31,11 @@ type claimAnswer struct {
 	err           error
 }
 
-// withLockWait runs f between the dialect's SetLockWait and ResetLockWait,
-// where it has them. The reset is sent whatever f's outcome, and also when
-// ctx is done, so that the session never goes back to its pool with the
-// Store's lock timeout as its own.
-func (s *Store) withLockWait(ctx context.Context, tx txn.Tx, f func() error) error {
-	if s.setLockWait.query == "" {
-		return f()
-	}
-	if _, err := tx.Exec(ctx, s.setLockWait.query); err != nil {
-		return s.wrap("set the lock wait", err)
-	}
-	err := f()
-	if _, rerr := tx.Exec(context.WithoutCancel(ctx), s.resetLockWait.query); rerr != nil && err == nil {
-		err = s.wrap("reset the lock wait", rerr)
-	}
-	return err
-}
-
-// settleClaim runs the claim until it settles, as claimKey.
-func (s *Store) settleClaim(ctx context.Context, tx txn.Tx, v *values, first *claimAnswer) (Result, bool, error) {
+// claimKey runs the claim until it settles: Claimed (claimed is true), or
+// another outcome from the record it found. first, when it is not nil, is
+// the answer of a claim already sent, with the BEGIN, which the first round
+// takes instead of sending the claim again.
+func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claimAnswer) (Result, bool, error) {
 	var (
 		deadline time.Time
 		poll     = pollMin
@@ -77,14 +50,12 @@ func (s *Store) settleClaim(ctx context.Context, tx txn.Tx, v *values, first *cl
 		rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
 		switch {
 		case err != nil && s.d.Classify(err) == ErrorLockTimeout:
-			// The claim waited in vain. A finished record may be
-			// visible all the same, behind a replay that holds its lock;
-			// a lookup that cannot read it without waiting again is
-			// InFlight too.
-			rec, err = s.findLive(ctx, tx, v)
-			if (err == nil && rec == nil) || (err != nil && s.d.Classify(err) == ErrorLockTimeout) {
-				return Result{Outcome: InFlight}, false, nil
-			}
+			// The claim waited in vain for the transaction that holds
+			// the key. A read of the record now would be no better: a
+			// plain SELECT waits again under SERIALIZABLE, and under
+			// READ UNCOMMITTED it sees the holder's response before
+			// the holder commits, or even if it rolls back.
+			return Result{Outcome: InFlight}, false, nil
 		case err == nil && rec == nil && !busy:
 			// Lost to a record the statement did not return, a
 			// winner it could not see or an expired record it does
@@ -139,18 +110,23 @@ func (s *Store) runClaim(ctx context.Context, tx txn.Tx, v *values) claimAnswer 
 			return claimAnswer{err: err}
 		}
 	}
-	return s.readClaim(func(dest ...any) error {
+	return s.readClaim(v, func(dest ...any) error {
 		return tx.QueryRow(ctx, s.claim.query, s.claim.args(v), dest...)
 	}, func(dest ...any) error {
 		return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
 	})
 }
 
-// readClaim reads the answer of a claim from the row that claim scans, and
-// from the row of ClaimLost, which lost scans, when the claim returned none.
-func (s *Store) readClaim(claim, lost func(dest ...any) error) claimAnswer {
+// readClaim reads the answer of v's claim from the row that claim scans,
+// and from the row of ClaimLost, which lost scans, when the claim returned
+// none; a claim that answers with no row when it claimed has the record
+// that it wrote, v's.
+func (s *Store) readClaim(v *values, claim, lost func(dest ...any) error) claimAnswer {
 	var a claimAnswer
 	a.rec, a.claimed, a.busy, a.err = s.scanClaim(claim)
+	if errors.Is(a.err, sql.ErrNoRows) && s.claimedWithoutRow {
+		return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt}, claimed: true}
+	}
 	if errors.Is(a.err, sql.ErrNoRows) && s.claimLost.query != "" {
 		a.rec, a.claimed, a.busy, a.err = s.scanClaim(lost)
 	}
@@ -223,16 +199,6 @@ func (s *Store) scanRecord(scan func(dest ...any) error) (*record, error) {
 	}
 	r.finished, r.status, r.token = row.status.Valid, row.status.Int64, row.token.Int64
 	return r, nil
-}
-
-// findLive runs the lookup statement in tx, and returns the record of v's
-// key if it is live, or nil.
-func (s *Store) findLive(ctx context.Context, tx txn.Tx, v *values) (*record, error) {
-	rec, err := s.findIn(ctx, tx, v.key)
-	if err != nil || rec == nil || !rec.live(v.createdAt) {
-		return nil, err
-	}
-	return rec, nil
 }
 
 // decide answers a request from the live record of its key. A nil

@@ -34,7 +34,10 @@ type Dialect interface {
 	// Statements returns the statements a Store runs against table. The
 	// table name has been validated (see WithTable); quote it as the
 	// database requires. lockTimeout is the value of WithLockTimeout, for
-	// dialects whose claim waits for a held key itself.
+	// dialects whose claim waits for a held key itself. A claim must leave
+	// no setting behind on the session: a context that ends between two
+	// statements rolls the transaction back and returns the connection to
+	// its pool before a later statement could undo the first.
 	Statements(table string, lockTimeout time.Duration) Statements
 
 	// Classify tells what an error returned by one of the dialect's
@@ -130,10 +133,17 @@ type Statements struct {
 	//     Do then runs Claim again until the lock timeout passes;
 	//   - no row, when it lost but cannot see the winner, or when it
 	//     returns rows only for what it wrote; Do runs ClaimLost, where
-	//     the dialect has one, and Lookup otherwise.
+	//     the dialect has one, and Lookup otherwise;
+	//   - no row, when it claimed and ClaimedWithoutRow is set.
 	// A claim that waits for a held key and times out returns an error
 	// that Classify reports as ErrorLockTimeout.
 	Claim string
+
+	// ClaimedWithoutRow says that Claim returns no row when it claimed
+	// the key, and a row only when it lost: a claim in a stored procedure,
+	// which sends a result only when there is a record to show, as
+	// MySQL's does.
+	ClaimedWithoutRow bool
 
 	// ClaimLost is for a Claim that returns a row only when it claims,
 	// which a database can plan and run as cheaply as a plain INSERT.
@@ -149,23 +159,14 @@ type Statements struct {
 	// ClaimWrite is for a database whose INSERT cannot return rows, such as
 	// MySQL. It inserts the record {key} with {request_hash},
 	// {created_at}, {expires_at} and {token}, or takes over an expired one,
-	// and leaves a live record as it is, waiting for a transaction that
-	// holds the key (see SetLockWait). When it is set, the Store runs it
+	// and leaves a live record as it is, waiting no longer than the
+	// Store's lock timeout for a transaction that holds the key, a bound
+	// that it sets for itself alone. When it is set, the Store runs it
 	// before Claim, which then only reads the record of {key}, locked
 	// until the transaction ends and as last committed whatever the
 	// transaction's snapshot: claimed is true when the record carries
 	// {token}, busy is false. Leave it empty when Claim writes.
 	ClaimWrite string
-
-	// SetLockWait and ResetLockWait are for a database that bounds a lock
-	// wait only for a whole session, not for one statement. SetLockWait
-	// keeps the session's own bound and sets it to the Store's lock
-	// timeout; ResetLockWait puts the session's own back. The Store runs
-	// SetLockWait before the claim's first statement and ResetLockWait
-	// after the claim has settled, whatever its outcome, so that fn and
-	// the caller's statements wait as they would without idem. They bind
-	// no parameters; set both or neither.
-	SetLockWait, ResetLockWait string
 
 	// Takeover replaces an expired record {key} with {request_hash},
 	// {created_at}, {expires_at} and {token}, clearing the response, provided it
@@ -204,8 +205,8 @@ type Statements struct {
 	// at or before {now}, oldest first, and locks them, skipping the
 	// records that another transaction holds (FOR UPDATE SKIP LOCKED) so
 	// that it waits for no claim. Where the database cannot skip, it
-	// waits no longer than the lock wait that SetLockWait sets, or a
-	// bound of its own; a wait that times out gives the batch up, and
+	// waits no longer than a bound of its own; a wait that times out
+	// gives the batch up, and
 	// Purge returns ErrRetry. PurgeDelete deletes the records among
 	// {keys}, a list of keys that the Store binds one placeholder each
 	// (IN ({keys})), whose expires_at is still at or before {now}: the
@@ -484,7 +485,7 @@ type Capabilities struct {
 	// ErrorRetry, undoing their claims and effects. No claim answers
 	// InFlight, and fn may run for one key in several transactions at
 	// once, of which one commits: such a fn must keep to the database.
-	// A dialect whose database can run either way, such as MySQL on TiDB,
+	// A dialect whose database can run either way, such as TiDB's,
 	// declares the way it runs by default; a test of the other way
 	// declares it with a dialect that embeds it.
 	ConflictAtCommit bool
@@ -492,7 +493,7 @@ type Capabilities struct {
 	// MinLockWait is the shortest wait for a held key that the database
 	// may insist on: a claim may wait this long before it answers
 	// InFlight, whatever the lock timeout, also a zero one. It is 1 s for
-	// the MySQL dialect, since MySQL and TiDB accept no
+	// the MySQL and TiDB dialects, since MySQL and TiDB accept no
 	// innodb_lock_wait_timeout below 1 s.
 	MinLockWait time.Duration
 }

@@ -7,10 +7,10 @@ import (
 )
 
 // MariaDB returns the dialect of MariaDB 10.5 or later with InnoDB, for the
-// github.com/go-sql-driver/mysql driver. Its claim is one statement, where
-// MySQL's takes four, because it relies on two features of MariaDB that
-// MySQL and TiDB lack, INSERT ... RETURNING and SET STATEMENT: on those, use
-// MySQL, which also runs on MariaDB. Both dialects use the same table.
+// github.com/go-sql-driver/mysql driver. Its claim is one statement with no
+// stored procedure, because it relies on two features of MariaDB that MySQL
+// and TiDB lack, INSERT ... RETURNING and SET STATEMENT: on those, use MySQL
+// or TiDB. MySQL also runs on MariaDB; the three use the same table.
 //
 // The claim is one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING that
 // inserts the record or returns the record that is there, under a
@@ -27,9 +27,8 @@ import (
 // undoes the claim and not the caller's transaction. Deadlocks (1213) and
 // innodb_snapshot_isolation conflicts (1020) roll back the whole transaction
 // and are returned as ErrRetry; the *sql.Tx then runs in autocommit, which
-// is why Complete and Abandon are guarded by the claim's token. Under
-// SERIALIZABLE, where a plain SELECT locks, the lookup that follows a claim
-// that waited in vain does not wait a second time.
+// is why Complete and Abandon are guarded by the claim's token. A claim that
+// waited in vain answers InFlight, at every isolation level.
 func MariaDB() Dialect { return mariadb{} }
 
 type mariadb struct{ mysqlFamily }
@@ -58,9 +57,8 @@ RETURNING token = {token}, 0, {record}`)
 	st.ClaimWrite = ""
 	// A plain SELECT is a locking read in a SERIALIZABLE transaction,
 	// and would wait the session's whole innodb_lock_wait_timeout (50
-	// s by default) behind a transaction that holds the key. Do looks a
-	// key up only after its claim waited, so the lookup does not wait
-	// again: a held record fails at once, and Do answers InFlight.
+	// s by default) behind a transaction that holds the key: a lookup
+	// fails at once instead, and Do answers InFlight.
 	st.Lookup = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + st.Lookup
 	// MariaDB 10.5 has no SKIP LOCKED, and runs the comment's words only
 	// from 10.6 on: there a purge's batch waits for a held record, under
@@ -78,7 +76,7 @@ const mySyntaxError = 1064
 // family other than MariaDB, which lacks RETURNING and SET STATEMENT.
 func (mariadb) hint(err error) string {
 	if n, ok := mysqlErrorNumber(err); ok && n == mySyntaxError {
-		return "the MariaDB dialect needs MariaDB 10.5 or later; for MySQL or TiDB, use idem.MySQL()"
+		return "the MariaDB dialect needs MariaDB 10.5 or later; for MySQL, use idem.MySQL(), and for TiDB, idem.TiDB()"
 	}
 	return ""
 }

@@ -8,21 +8,31 @@ import (
 	"time"
 )
 
-// MySQL returns the dialect of the MySQL family with InnoDB, for the
-// github.com/go-sql-driver/mysql driver: MySQL 8.0 or later, MariaDB 10.5
-// or later, and TiDB. Its statements are those that all of them accept; on
-// MariaDB alone, MariaDB claims in one statement instead of four.
+// MySQL returns the dialect of MySQL 8.0.29 or later with InnoDB, for the
+// github.com/go-sql-driver/mysql driver. It also runs on MariaDB 10.6 or
+// later, where MariaDB claims in one statement without a procedure; on
+// TiDB, which has no stored procedures, use TiDB. The three use the same
+// table.
 //
-// MySQL and TiDB return no rows from an INSERT and bound a lock wait only
-// per session, so a claim is four statements. It
-// keeps the session's innodb_lock_wait_timeout in the user variable
-// @idem_lock_wait and sets it to the Store's lock timeout, rounded up to
-// whole seconds (InnoDB counts no finer); inserts the record with INSERT ...
-// ON DUPLICATE KEY UPDATE, which takes over an expired record and leaves a
-// live one as it is; puts the session's own timeout back; and reads the
-// record with SELECT ... FOR UPDATE, which reads the latest committed record
-// even inside a REPEATABLE READ transaction that read the table before. The
-// record is this claim's when it carries the claim's token.
+// MySQL bounds a row lock wait only for a whole session: it ignores a
+// SET_VAR hint for innodb_lock_wait_timeout, and an INSERT has no NOWAIT. A
+// claim must wait a bounded time for a key that another transaction holds,
+// and a bound set for the session in a statement of its own would outlive
+// the claim whenever the caller's context ended before the statement that
+// puts it back, since database/sql then rolls the transaction back and
+// hands the connection to its pool with the Store's bound. So the claim is
+// one statement, CALL of a procedure that Migrate creates beside the table
+// (the table's name with _claim appended). The procedure sets the
+// session's innodb_lock_wait_timeout to the Store's lock timeout, rounded
+// up to whole seconds (InnoDB counts no finer), where the session's own
+// differs; inserts the record with INSERT ... ON DUPLICATE KEY UPDATE,
+// which takes over an expired record and leaves a live one as it is; puts
+// the session's own timeout back, also when the insert fails; and sends the
+// record, read FOR UPDATE so that it is the latest committed one whatever
+// the transaction's snapshot, only when the claim lost. A claim that is cut
+// off mid-statement closes its connection, which the pool then drops.
+// The procedure runs with the caller's privileges (SQL SECURITY INVOKER),
+// which must include EXECUTE.
 //
 // The claim takes an exclusive lock on an existing record until the caller's
 // transaction ends, also when it only replays, so a concurrent replay of the
@@ -33,16 +43,8 @@ import (
 // MariaDB's innodb_snapshot_isolation conflicts (1020) roll back the whole
 // transaction and are returned as ErrRetry; the *sql.Tx then runs in
 // autocommit, which is why Complete and Abandon are guarded by the claim's
-// token. Under SERIALIZABLE, where a plain SELECT locks, the lookup that
-// follows a claim that waited in vain waits up to the lock timeout again.
-//
-// On TiDB, run idem's transactions in TiDB's pessimistic mode, its default,
-// where a claim waits for a held key as on MySQL. In optimistic mode a claim
-// sees no key that another transaction holds uncommitted: both claims win,
-// both Funcs run, and the second commit fails with a write conflict (9007),
-// which Do and DoTx treat as ErrRetry (see Capabilities.ConflictAtCommit).
-// The key still protects the database's effects, but not a Func's calls to
-// other systems.
+// token. A claim that waited in vain answers InFlight, at every isolation
+// level.
 func MySQL() Dialect { return mysql{} }
 
 type mysql struct{ mysqlFamily }
@@ -53,17 +55,103 @@ func (mysql) Name() string { return "mysql" }
 
 func (mysql) Statements(table string, lockTimeout time.Duration) Statements {
 	st := mysqlStatements(table)
-	t, _ := quoteTable(table, '`')
-	wait := strconv.FormatInt(lockWaitSeconds(lockTimeout), 10)
-	st.SetLockWait = `SET @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ` + wait
-	st.ResetLockWait = `SET SESSION innodb_lock_wait_timeout = @idem_lock_wait`
-	st.Claim = "SELECT token = {token}, 0, " + mysqlRecord + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
+	st.Claim = "CALL " + claimProcedure(table) + "({key}, {request_hash}, {token}, {created_at}, {expires_at}, " +
+		strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ")"
+	st.ClaimedWithoutRow = true
+	st.ClaimWrite = ""
 	return st
 }
 
-// Capabilities says that a claim waits at least a second: MySQL and TiDB
-// accept no innodb_lock_wait_timeout below 1.
+// Capabilities says that a claim waits at least a second: MySQL accepts no
+// innodb_lock_wait_timeout below 1.
 func (mysql) Capabilities() Capabilities { return Capabilities{MinLockWait: time.Second} }
+
+// claimProcedure names the claim's procedure of table, quoted: in the
+// table's database, the table's name with _claim appended. The names that
+// validateTable accepts leave room for the suffix within MySQL's 64
+// characters.
+func claimProcedure(table string) string {
+	p, _ := quoteTable(table+"_claim", '`')
+	return p
+}
+
+// claimProcedureSQL creates the claim's procedure of table (see MySQL).
+// Its parameters take no names of the table's columns, which a procedure's
+// own names would hide. ROW_COUNT is 1 for an insert, 2 for a takeover and
+// 0 for a live record left as it is, but 1 for that too when the DSN sets
+// clientFoundRows: a 1 is this claim's only when the record carries its
+// token. A claim that lost sends one row whatever it reads, NULLs where it
+// finds no record, since no row at all means that it claimed.
+func claimProcedureSQL(table string) string {
+	t, _ := quoteTable(table, '`')
+	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t,
+		"{r.record}", "r."+strings.ReplaceAll(mysqlRecord, ", ", ", r."),
+		"{expired}", "expires_at <= ca").Replace(`CREATE PROCEDURE IF NOT EXISTS {P}(IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
+SQL SECURITY INVOKER
+MODIFIES SQL DATA
+BEGIN
+	DECLARE saved BIGINT DEFAULT @@SESSION.innodb_lock_wait_timeout;
+	DECLARE n INT;
+	DECLARE held BIGINT;
+	DECLARE EXIT HANDLER FOR SQLEXCEPTION
+	BEGIN
+		SET SESSION innodb_lock_wait_timeout = saved;
+		RESIGNAL;
+	END;
+	IF w <> saved THEN
+		SET SESSION innodb_lock_wait_timeout = w;
+	END IF;
+	INSERT INTO {T} (` + "`key`" + `, request_hash, token, created_at, expires_at)
+	VALUES (k, h, tok, ca, ea)
+	ON DUPLICATE KEY UPDATE
+		request_hash = IF({expired}, h, request_hash),
+		status       = IF({expired}, NULL, status),
+		header       = IF({expired}, NULL, header),
+		body         = IF({expired}, NULL, body),
+		checksum     = IF({expired}, NULL, checksum),
+		token        = IF({expired}, tok, token),
+		created_at   = IF({expired}, ca, created_at),
+		expires_at   = IF({expired}, ea, expires_at);
+	SET n = ROW_COUNT();
+	IF w <> saved THEN
+		SET SESSION innodb_lock_wait_timeout = saved;
+	END IF;
+	IF n = 1 THEN
+		SELECT token INTO held FROM {T} WHERE ` + "`key`" + ` = k FOR UPDATE;
+	END IF;
+	IF NOT (n = 2 OR (n = 1 AND held <=> tok)) THEN
+		SELECT FALSE, FALSE, {r.record} FROM (SELECT 1) AS one LEFT JOIN {T} AS r ON r.` + "`key`" + ` = k FOR UPDATE;
+	END IF;
+END`)
+}
+
+// Schema adds, to the family's table, the claim's procedure, which tables
+// made by earlier versions lack too: CREATE PROCEDURE IF NOT EXISTS (MySQL
+// 8.0.29 or later) finds it there when it is.
+func (m mysql) Schema(table string) []string {
+	return append(m.mysqlFamily.Schema(table), claimProcedureSQL(table))
+}
+
+// Error numbers that hint names.
+const (
+	myProcDenied    = 1370 // EXECUTE command denied
+	tidbUnsupported = 8108 // TiDB: an unsupported statement, such as CREATE PROCEDURE
+)
+
+// hint says what the errors of a claim through the procedure most likely
+// mean.
+func (mysql) hint(err error) string {
+	n, _ := mysqlErrorNumber(err)
+	switch n {
+	case myDoesNotExist:
+		return "the MySQL dialect claims through a stored procedure that Migrate (or the migration files) creates: run it first"
+	case myProcDenied:
+		return "the MySQL dialect claims through a stored procedure: grant EXECUTE on it"
+	case tidbUnsupported:
+		return "TiDB has no stored procedures: use idem.TiDB()"
+	}
+	return ""
+}
 
 // mysqlFamily holds what MySQL and MariaDB share: the table, the
 // placeholders and the meaning of errors.
@@ -122,6 +210,7 @@ const (
 	myTableExists   = 1050
 	myDupColumnName = 1060
 	myDupKeyName    = 1061
+	mySPExists      = 1304 // MySQL's claim procedure
 )
 
 // existed: a table, column or index of the same name was there (see
@@ -129,12 +218,12 @@ const (
 // table's metadata lock and then reports the column it added as a duplicate.
 func (mysqlFamily) existed(err error) bool {
 	n, ok := mysqlErrorNumber(err)
-	return ok && (n == myTableExists || n == myDupColumnName || n == myDupKeyName)
+	return ok && (n == myTableExists || n == myDupColumnName || n == myDupKeyName || n == mySPExists)
 }
 
-// mySavepointMissing is the error of ROLLBACK TO or RELEASE of a savepoint
-// that does not exist (ER_SP_DOES_NOT_EXIST).
-const mySavepointMissing = 1305
+// myDoesNotExist is the error of ROLLBACK TO or RELEASE of a savepoint,
+// or of CALL of a procedure, that does not exist (ER_SP_DOES_NOT_EXIST).
+const myDoesNotExist = 1305
 
 // savepointGone: Refusable set the savepoint, so it is gone only when the
 // transaction ended (see savepointLoser): the server rolled it back for a
@@ -143,7 +232,7 @@ const mySavepointMissing = 1305
 // right in each case.
 func (mysqlFamily) savepointGone(err error) bool {
 	n, ok := mysqlErrorNumber(err)
-	return ok && n == mySavepointMissing
+	return ok && n == myDoesNotExist
 }
 
 // mysqlRecord lists the record columns.
@@ -225,11 +314,18 @@ func (mysqlFamily) Classify(err error) ErrorKind {
 	return ErrorOther
 }
 
-// mysqlErrorNumber finds the server's error number in err. The driver's
-// *mysql.MySQLError has no method to ask, and the root package imports no
-// driver, so it is read by reflection: a struct named MySQLError with a
-// uint16 field Number, from a package whose path ends in go-sql-driver/mysql.
+// mysqlErrorNumber finds the server's error number in err.
 func mysqlErrorNumber(err error) (uint16, bool) {
+	n, _, ok := mysqlError(err)
+	return n, ok
+}
+
+// mysqlError finds the server's error number and message in err. The
+// driver's *mysql.MySQLError has no method to ask, and the root package
+// imports no driver, so it is read by reflection: a struct named MySQLError
+// with a uint16 field Number and a string field Message, from a package
+// whose path ends in go-sql-driver/mysql.
+func mysqlError(err error) (uint16, string, bool) {
 	for _, e := range errorChain(err) {
 		v := reflect.ValueOf(e)
 		if v.Kind() == reflect.Pointer && !v.IsNil() {
@@ -243,10 +339,14 @@ func mysqlErrorNumber(err error) (uint16, bool) {
 			continue
 		}
 		if f := v.FieldByName("Number"); f.IsValid() && f.Kind() == reflect.Uint16 {
-			return uint16(f.Uint()), true
+			var msg string
+			if m := v.FieldByName("Message"); m.IsValid() && m.Kind() == reflect.String {
+				msg = m.String()
+			}
+			return uint16(f.Uint()), msg, true
 		}
 	}
-	return 0, false
+	return 0, "", false
 }
 
 // errorChain lists err and every error it wraps, depth first.

@@ -85,9 +85,9 @@ func (engine) Refused(err error) (Response, bool) {
 func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find findFunc, v *values, fn func(context.Context, txn.Owned) (Response, error), late *[]int64) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	var first []txn.Query
-	if s.claimWrite.query == "" && s.setLockWait.query == "" {
+	if s.claimWrite.query == "" {
 		var lost []any
-		if s.claimLost.query != "" && s.lookupFirst == lookupNever {
+		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == lookupNever {
 			// args fills a buffer of v's, which the claim's arguments
 			// take below.
 			lost = append(lost, s.claimLost.args(v)...)
@@ -109,7 +109,7 @@ func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find findFunc, v *v
 	}()
 	var answer *claimAnswer
 	if len(rows) > 0 {
-		a := s.readClaim(rows[0].Scan, func(dest ...any) error {
+		a := s.readClaim(v, rows[0].Scan, func(dest ...any) error {
 			if len(rows) > 1 {
 				return rows[1].Scan(dest...)
 			}

@@ -112,8 +112,9 @@ type cutProxy struct {
 	target string
 	mode   atomic.Int32
 	wg     sync.WaitGroup
-	// insert is closed at the first INSERT that a connection other than
-	// the cut one sends after a cutLateCommit.
+	// insert is closed at the first claim (an INSERT, or MySQL's CALL)
+	// that a connection other than the cut one sends after a
+	// cutLateCommit.
 	insert    chan struct{}
 	insertOne sync.Once
 	holding   atomic.Bool
@@ -171,7 +172,7 @@ func (p *cutProxy) serve() {
 				n, err := client.Read(buf)
 				if n > 0 {
 					chunk := buf[:n]
-					if p.holding.Load() && bytes.Contains(bytes.ToLower(chunk), []byte("insert")) {
+					if p.holding.Load() && isClaim(chunk) {
 						p.insertOne.Do(func() { close(p.insert) })
 					}
 					mode := p.mode.Load()
@@ -195,10 +196,17 @@ func (p *cutProxy) serve() {
 	}
 }
 
+// isClaim reports whether chunk, sent by a client, holds a claim: an INSERT,
+// or the CALL of MySQL's claim procedure.
+func isClaim(chunk []byte) bool {
+	c := bytes.ToLower(chunk)
+	return bytes.Contains(c, []byte("insert")) || bytes.Contains(c, []byte("call "))
+}
+
 // commitCut cuts the client off, so that no reply can reach it, then
 // passes the COMMIT on and waits for the server to answer it. With late, it
-// first waits for another connection's INSERT (the claim of the client's
-// next attempt, sent after it looked the key up and found nothing). The
+// first waits for another connection's claim (that of the client's next
+// attempt, sent after it looked the key up and found nothing). The
 // waits are bounded so that a test that goes wrong ends.
 func (p *cutProxy) commitCut(client, server net.Conn, commit []byte, replied <-chan struct{}, late bool) {
 	client.Close()

@@ -128,9 +128,10 @@ type Store struct {
 	claim, takeover  statement
 	lookup, complete statement
 	abandon, purge   statement
-	// claimWrite, setLockWait and resetLockWait are empty where the
-	// dialect claims in one statement.
-	claimWrite, setLockWait, resetLockWait statement
+	// claimWrite is empty where the dialect claims in one statement.
+	claimWrite statement
+	// claimedWithoutRow is the dialect's Statements.ClaimedWithoutRow.
+	claimedWithoutRow bool
 	// claimLost is empty where the claim returns the record it lost to.
 	claimLost statement
 	// purgeSelect is empty where the dialect purges in one statement,
@@ -187,8 +188,6 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
 		{&s.claimWrite, "claim write", st.ClaimWrite, true, append(record, paramToken, paramLockID)},
 		{&s.claimLost, "claim lost", st.ClaimLost, true, []param{paramKey, paramLockID}},
-		{&s.setLockWait, "set lock wait", st.SetLockWait, true, nil},
-		{&s.resetLockWait, "reset lock wait", st.ResetLockWait, true, nil},
 		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken)},
 		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
 		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramToken, paramStatus, paramHeader, paramBody, paramChecksum}},
@@ -230,9 +229,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		}
 		s.purgeDelete = st.PurgeDelete
 	}
-	if (s.setLockWait.query == "") != (s.resetLockWait.query == "") {
-		return nil, fmt.Errorf("%w: %s dialect sets one of SetLockWait and ResetLockWait: set both or neither", ErrInvalidArgument, d.Name())
-	}
+	s.claimedWithoutRow = st.ClaimedWithoutRow
 	steps, err := bindSteps(d, c.table)
 	if err != nil {
 		return nil, err
@@ -276,9 +273,8 @@ type Query struct {
 
 // Queries returns the statements the Store sends, by name: "claim",
 // "lookup", "complete", "abandon", and, where the dialect has them,
-// "takeover", "claim_write", "claim_lost", "set_lock_wait", "reset_lock_wait",
-// "purge", or "purge_select" and "purge_delete" (see Statements for what each
-// does and when it runs). "purge_delete" is shown for a batch of one key; a
+// "takeover", "claim_write", "claim_lost", "purge", or "purge_select" and
+// "purge_delete" (see Statements for what each does and when it runs). "purge_delete" is shown for a batch of one key; a
 // batch of n keys has n placeholders in its list. They are for tools and
 // tests that must match the Store's SQL exactly, such as the sqlmock
 // expectations of package idemtest.
@@ -291,7 +287,6 @@ func (s *Store) Queries() map[string]Query {
 		"claim": &s.claim, "takeover": &s.takeover, "lookup": &s.lookup,
 		"complete": &s.complete, "abandon": &s.abandon, "purge": &s.purge,
 		"claim_write": &s.claimWrite, "claim_lost": &s.claimLost,
-		"set_lock_wait": &s.setLockWait, "reset_lock_wait": &s.resetLockWait,
 		"purge_select": &s.purgeSelect,
 	} {
 		if st.query == "" {

@@ -219,14 +219,13 @@ func TestNewChecksDialectStatements(t *testing.T) {
 		{"a parameter the statement cannot have", func(st *idem.Statements) { st.Claim = strings.Replace(st.Claim, "{expires_at}", "{limit}", 1) }, false, nil},
 		{"a missing statement", func(st *idem.Statements) { st.Complete = "" }, false, nil},
 		{"a brace that is not a parameter", func(st *idem.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true, nil},
-		// MySQL's claim is in several statements.
-		{"a lock wait set and never reset", func(st *idem.Statements) { st.ResetLockWait = "" }, false, idem.MySQL()},
+		// TiDB's claim is in two statements.
 		{"a claim read that cannot tell its own record", func(st *idem.Statements) {
 			st.Claim = strings.Replace(st.Claim, "token = {token}", "0", 1)
-		}, false, idem.MySQL()},
+		}, false, idem.TiDB()},
 		{"a claim write without the key", func(st *idem.Statements) {
 			st.ClaimWrite = strings.Replace(st.ClaimWrite, "{key}", "''", 1)
-		}, false, idem.MySQL()},
+		}, false, idem.TiDB()},
 		// PostgreSQL's claim is read by a second statement when it lost.
 		{"a claim lost without the key", func(st *idem.Statements) {
 			st.ClaimLost = strings.ReplaceAll(st.ClaimLost, "{key}", "''")

@@ -222,14 +222,11 @@ func lostLikeMock(seq, claim []string) error {
 	if first < 0 || len(seq) <= first || !slices.Equal(seq[:first+1], claim[:first+1]) {
 		return fmt.Errorf("the database runs %v, which does not begin as a claim, %v, does", seq, claim)
 	}
-	if claim[len(claim)-1] == "reset_lock_wait" && seq[len(seq)-1] != "reset_lock_wait" {
-		return fmt.Errorf("the database runs %v, which does not reset the lock wait last", seq)
-	}
 	return nil
 }
 
 func TestLostLikeMock(t *testing.T) {
-	split := []string{"begin", "set_lock_wait", "claim_write", "claim", "reset_lock_wait"}
+	split := []string{"begin", "claim_write", "claim"}
 	for _, c := range []struct {
 		seq, claim []string
 		ok         bool
@@ -239,13 +236,11 @@ func TestLostLikeMock(t *testing.T) {
 		{[]string{"begin", "claim", "claim_lost"}, []string{"begin", "claim"}, true},
 		{[]string{"begin", "claim_lost"}, []string{"begin", "claim"}, false},
 		{split, split, true},
-		{[]string{"begin", "set_lock_wait", "claim_write", "lookup", "reset_lock_wait"}, split, true},
-		{[]string{"begin", "set_lock_wait", "claim_write", "claim", "lookup", "reset_lock_wait"}, split, true},
+		{[]string{"begin", "claim_write", "lookup"}, split, true},
+		{[]string{"begin", "claim_write", "claim", "lookup"}, split, true},
 		{[]string{"begin", "lookup"}, []string{"begin", "claim"}, false},
 		{[]string{"begin", "claim", "abandon"}, []string{"begin", "claim"}, false},
-		{[]string{"begin", "claim_write", "claim", "reset_lock_wait"}, split, false},
-		{[]string{"begin", "set_lock_wait", "claim_write", "claim"}, split, false},
-		{[]string{"begin", "set_lock_wait", "claim", "claim_write", "reset_lock_wait"}, split, false},
+		{[]string{"begin", "claim", "claim_write"}, split, false},
 	} {
 		if err := lostLikeMock(c.seq, c.claim); (err == nil) != c.ok {
 			t.Errorf("lostLikeMock(%v, %v) = %v, want ok %v", c.seq, c.claim, err, c.ok)

@@ -32,7 +32,7 @@ type noopConnector struct {
 func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, resp idem.Response) *noopConnector {
 	qs := store.Queries()
 	c := &noopConnector{claim: qs["claim"], claimWrite: qs["claim_write"], claimLost: qs["claim_lost"], lookup: qs["lookup"], execs: map[string]bool{}, replay: replay}
-	for _, name := range []string{"complete", "set_lock_wait", "claim_write", "reset_lock_wait"} {
+	for _, name := range []string{"complete", "claim_write"} {
 		if q, ok := qs[name]; ok {
 			c.execs[q.SQL] = true
 		}

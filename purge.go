@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/idemgo/idem/internal/txn"
 )
 
 // Purge deletes expired records, batch at a time, so that it never holds
@@ -86,8 +84,7 @@ func (s *Store) purgeStatement(ctx context.Context, db *sql.DB, v *values) (int6
 }
 
 // purgeBatch runs one batch of PurgeSelect and PurgeDelete in a transaction,
-// under the Store's lock wait where the dialect sets one per session, and
-// returns how many records it deleted and how many PurgeSelect found. full
+// and returns how many records it deleted and how many PurgeSelect found. full
 // is PurgeDelete bound for a whole batch, the common case.
 func (s *Store) purgeBatch(ctx context.Context, db *sql.DB, v *values, full statement) (deleted, found int64, err error) {
 	tx, err := db.BeginTx(ctx, nil)
@@ -99,10 +96,7 @@ func (s *Store) purgeBatch(ctx context.Context, db *sql.DB, v *values, full stat
 			_ = tx.Rollback() // the batch's error is the one to report
 		}
 	}()
-	err = s.withLockWait(ctx, txn.SQL{Tx: tx}, func() (err error) {
-		deleted, found, err = s.purgeKeys(ctx, tx, v, full)
-		return err
-	})
+	deleted, found, err = s.purgeKeys(ctx, tx, v, full)
 	if err != nil {
 		return 0, found, err
 	}

@@ -205,7 +205,7 @@ func waitForLockWait(t *testing.T, e *env, done <-chan struct{}) bool {
 		case <-done:
 			return false
 		case <-deadline:
-			t.Fatal("Purge neither returned nor waited for a lock within a minute")
+			t.Fatal("the call neither returned nor waited for a lock within a minute")
 		case <-tick.C:
 		}
 		var n int

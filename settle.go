@@ -103,18 +103,11 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 
 	// The request hash only fills the claim's insert, which is rolled back.
 	v := s.newValues(key, []byte{0})
-	var (
-		rec           *record
-		claimed, busy bool
-	)
-	err = s.withLockWait(ctx, txn.SQL{Tx: tx}, func() (err error) {
-		a := s.runClaim(ctx, txn.SQL{Tx: tx}, v)
-		rec, claimed, busy, err = a.rec, a.claimed, a.busy, a.err
-		if err == nil && !claimed && rec == nil && !busy {
-			rec, err = s.find(ctx, tx, v.key)
-		}
-		return err
-	})
+	a := s.runClaim(ctx, txn.SQL{Tx: tx}, v)
+	rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
+	if err == nil && !claimed && rec == nil && !busy {
+		rec, err = s.find(ctx, tx, v.key)
+	}
 	switch {
 	case err != nil && s.d.Classify(err) == ErrorLockTimeout, busy:
 		return fmt.Errorf("idem: %s: %w", op, ErrKeyHeld)

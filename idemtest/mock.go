@@ -123,12 +123,6 @@ func (m *Mock) args(name string, vals map[string]driver.Value) []driver.Value {
 	return args
 }
 
-// expectSession expects the named statement that binds nothing, SetLockWait
-// or ResetLockWait, to succeed.
-func (m *Mock) expectSession(name string) {
-	m.mock.ExpectExec(m.sql(name)).WithoutArgs().WillReturnResult(sqlmock.NewResult(0, 0))
-}
-
 // mockToken is the claim token of the records the mock's statements return.
 // The token that Do binds is random, and matched with sqlmock.AnyArg.
 const mockToken = int64(1)
@@ -149,12 +143,8 @@ var (
 // it sends them, each only where the store's dialect has it (see
 // idem.Statements and Store.Queries):
 //
-//   - "set_lock_wait", which succeeds;
 //   - "claim_write", which succeeds, affecting one row;
-//   - "claim", which answers the outcome;
-//   - "reset_lock_wait", which succeeds. The Store sends it once the claim
-//     has settled, whatever the outcome, also after a claim that failed
-//     (WillConflict, WillReturnError), so it is expected then too.
+//   - "claim", which answers the outcome.
 //
 // The records that the claim returns are stamped with time.Now() and expire
 // idem.DefaultRetention later: a Store WithClock whose clock runs that far
@@ -170,9 +160,6 @@ var (
 func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	e := &ExpectedDo{m: m, key: []byte(key), hash: reqHash}
 	vals := map[string]driver.Value{"key": e.key, "request_hash": reqHash}
-	if m.has("set_lock_wait") {
-		m.expectSession("set_lock_wait")
-	}
 	if m.has("claim_write") {
 		m.mock.ExpectExec(m.sql("claim_write")).
 			WithArgs(m.args("claim_write", vals)...).
@@ -182,9 +169,6 @@ func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	now := time.Now()
 	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).
 		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken))
-	if m.has("reset_lock_wait") {
-		m.expectSession("reset_lock_wait")
-	}
 	return e
 }
 
@@ -308,11 +292,11 @@ func (e *ExpectedLookup) WillMismatch() {
 // make it fail. Do then sends no lookup. The claim of some databases never
 // returns the record it lost to (PostgreSQL's and SQLite's return no row,
 // and Do reads the record in a statement of its own, the dialect's
-// ClaimLost or Lookup), but a Store accepts both answers from any dialect,
-// and only this one fits before the ResetLockWait that
-// ExpectDo has already expected: sqlmock matches expectations in the order
-// they were set, and ExpectDo must set them all before it returns, ahead of
-// the expectations of fn's statements.
+// ClaimLost or Lookup; MySQL's returns no row when it claimed), but a Store
+// accepts both answers from any dialect, and this one changes only the
+// expectation of the claim, which ExpectDo has set already: sqlmock matches
+// expectations in the order they were set, ahead of those of fn's
+// statements.
 type ExpectedDo struct {
 	m         *Mock
 	key, hash []byte
@@ -366,8 +350,7 @@ func (e *ExpectedDo) WillConflict() {
 // WillReturnError makes the claim fail with err, as a broken connection
 // would. Do returns it wrapped, as idem.ErrRetry when the dialect
 // classifies it as idem.ErrorRetry. The error comes from the claim
-// statement, after SetLockWait and ClaimWrite succeeded, where the dialect
-// has them; ResetLockWait is still expected after it.
+// statement, after ClaimWrite succeeded, where the dialect has it.
 //
 // err must not be one that the dialect classifies as
 // idem.ErrorLockTimeout: Do would look the key up after it, a statement

@@ -40,8 +40,7 @@ func insertOrder(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 // must treat it as it treats the built-in dialects, by its statements and
 // its Classify alone.
 type tiny struct {
-	// split claims as the MySQL dialect does: ClaimWrite then a read,
-	// between SetLockWait and ResetLockWait.
+	// split claims as the TiDB dialect does: ClaimWrite then a read.
 	split bool
 	// sqlState makes Classify also read SQLSTATE 40001 as a conflict,
 	// as a dialect for a PostgreSQL-compatible database would.
@@ -72,8 +71,6 @@ func (d tiny) Statements(table string, lockTimeout time.Duration) idem.Statement
 		Purge:    "DELETE FROM " + t + " WHERE expires_at <= {now} LIMIT {limit}",
 	}
 	if d.split {
-		st.SetLockWait = fmt.Sprintf("SET tiny.lock_wait = %d", lockTimeout.Milliseconds())
-		st.ResetLockWait = "RESET tiny.lock_wait"
 		st.ClaimWrite = insert
 		st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + t + " WHERE key = {key} FOR UPDATE"
 	}
@@ -121,10 +118,11 @@ func dialectCases() []dialectCase {
 		var e interface{ Code() int }
 		return errors.As(err, &e) && e.Code() == 5
 	}
-	split := []string{"set_lock_wait", "claim_write", "claim", "reset_lock_wait"}
+	split := []string{"claim_write", "claim"}
 	return []dialectCase{
 		{name: "postgres", d: idem.Postgres(), claim: []string{"claim"}, conflict: true, isConflict: sqlState},
-		{name: "mysql", d: idem.MySQL(), claim: split, conflict: true, isConflict: mysqlDeadlock},
+		{name: "mysql", d: idem.MySQL(), claim: []string{"claim"}, conflict: true, isConflict: mysqlDeadlock},
+		{name: "tidb", d: idem.TiDB(), claim: split, conflict: true, isConflict: mysqlDeadlock},
 		{name: "mariadb", d: idem.MariaDB(), claim: []string{"claim"}, conflict: true, isConflict: mysqlDeadlock},
 		{name: "sqlite", d: idem.SQLite(), claim: []string{"claim"}, conflict: true, isConflict: sqliteBusy},
 		{name: "third-party", d: tiny{}, claim: []string{"claim"}, own: &tinyError{"conflict"}},

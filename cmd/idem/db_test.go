@@ -142,7 +142,7 @@ func TestDialects(t *testing.T) {
 		}
 	}
 	r := runCmd(t, "schema", "-dialect", "oracle")
-	if want := `idem: unknown dialect "oracle": want postgres, mysql, mariadb or sqlite` + "\n"; r.stderr != want {
+	if want := `idem: unknown dialect "oracle": want postgres, mysql, mariadb, tidb or sqlite` + "\n"; r.stderr != want {
 		t.Errorf("unknown dialect: %q, want %q", r.stderr, want)
 	}
 	r = runCmd(t, "stats", "-dsn", "x.db", "-dialect", "mariadb", "-driver", "pgx")

@@ -51,8 +51,8 @@ type demoSQL struct {
 	lastInsertID bool
 }
 
-// The MySQL and MariaDB dialects share the table layout, the driver and the
-// demo's SQL.
+// The MySQL, MariaDB and TiDB dialects share the table layout, the driver
+// and the demo's SQL.
 var (
 	mysqlDriver = []driverChoice{{name: "mysql", about: "mysql (go-sql-driver/mysql)"}}
 	mysqlDemo   = demoSQL{
@@ -81,7 +81,7 @@ var knownDialects = []knownDialect{
 	},
 	{
 		name:    "mysql",
-		about:   "MySQL 8.0+, MariaDB 10.5+, TiDB (portable)",
+		about:   "MySQL 8.0.29+, also MariaDB 10.6+",
 		dialect: idem.MySQL,
 		drivers: mysqlDriver,
 		quote:   '`',
@@ -90,11 +90,20 @@ var knownDialects = []knownDialect{
 	},
 	{
 		name:    "mariadb",
-		about:   "MariaDB 10.5+ only; faster there than mysql",
+		about:   "MariaDB 10.5+ only; no stored procedure",
 		dialect: idem.MariaDB,
 		drivers: mysqlDriver,
 		quote:   '`',
 		title:   "MariaDB",
+		demo:    mysqlDemo,
+	},
+	{
+		name:    "tidb",
+		about:   "TiDB",
+		dialect: idem.TiDB,
+		drivers: mysqlDriver,
+		quote:   '`',
+		title:   "TiDB",
 		demo:    mysqlDemo,
 	},
 	{

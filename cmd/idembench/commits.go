@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -68,6 +69,23 @@ func (sqliteCommits) set(_ context.Context, mode string) (string, error) {
 }
 
 func (sqliteCommits) restore(context.Context) error { return nil }
+
+// tidbCommits is the switch of TiDB, whose commits idembench leaves as
+// they are: it runs the fast mode only.
+type tidbCommits struct{}
+
+func newTiDBCommits(context.Context, string, string) (commitSwitch, error) {
+	return tidbCommits{}, nil
+}
+
+func (tidbCommits) set(_ context.Context, mode string) (string, error) {
+	if mode == commitDurable {
+		return "", errors.New("TiDB's commits are not switched: run it with -commits fast")
+	}
+	return "as the server runs", nil
+}
+
+func (tidbCommits) restore(context.Context) error { return nil }
 
 // pgCommitParams are the PostgreSQL settings that durable turns on.
 var pgCommitParams = []string{"fsync", "synchronous_commit", "full_page_writes"}

@@ -107,6 +107,8 @@ func mysqlKind(name string, d idem.Dialect, env string, load func(context.Contex
 		settings: []setting{
 			{key: "default", name: name + " (default DSN)", driver: "mysql"},
 			{key: "interpolate", name: name + " interpolateParams=true", driver: "mysql", param: "interpolateParams=true"},
+			{key: "foundrows", name: name + " clientFoundRows=true", driver: "mysql", param: "clientFoundRows=true"},
+			{key: "multistatements", name: name + " multiStatements=true", driver: "mysql", param: "multiStatements=true"},
 		},
 		orders: mysqlOrders, insert: mysqlInsert, load: load,
 		bigTable: true,
@@ -162,7 +164,19 @@ var kinds = []kind{
 		commits:  newPostgresCommits,
 	},
 	mysqlKind("mariadb", idem.MariaDB(), dbtest.EnvMariaDB, loadMariaDB),
+	mysqlKind("mariadb-mysql", idem.MySQL(), dbtest.EnvMariaDB, loadMariaDB),
 	mysqlKind("mysql", idem.MySQL(), dbtest.EnvMySQL, loadMySQL),
+	tidbKind(),
+}
+
+// tidbKind is TiDB, which scripts/test starts only when asked: its commits
+// are TiKV's, which idembench does not switch, and it has no big table
+// scenario.
+func tidbKind() kind {
+	k := mysqlKind("tidb", idem.TiDB(), dbtest.EnvTiDB, loadMySQL)
+	k.bigTable, k.innodb, k.analyze = false, false, ""
+	k.commits = newTiDBCommits
+	return k
 }
 
 func kindNames() []string {

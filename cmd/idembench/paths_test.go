@@ -98,7 +98,7 @@ func testDatabase(t *testing.T, dir string, k *kind, s setting) database {
 	t.Helper()
 	d, ok := k.database(dir, s, commitFast)
 	if !ok {
-		t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL, MariaDB and MySQL and runs every test", k.env)
+		t.Skipf("%s is not set: run scripts/test, which starts PostgreSQL, MariaDB and MySQL, and TiDB when asked, and runs every test", k.env)
 	}
 	return d
 }

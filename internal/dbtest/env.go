@@ -36,6 +36,14 @@ func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 		t.Fatalf("Migrate: %v", err)
 	}
 	dropAtEnd(t, db, e.Table)
+	if d.Name() == "mysql" {
+		// The MySQL dialect's Migrate creates the claim's procedure too.
+		t.Cleanup(func() {
+			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+e.Table+"_claim"); err != nil {
+				t.Errorf("drop %s_claim: %v", e.Table, err)
+			}
+		})
+	}
 	e.Effects = NewEffects(t, d, db, "effects_"+suffix)
 	return e
 }

@@ -25,8 +25,8 @@ func TiDBServers() []Server {
 		return nil
 	}
 	return []Server{
-		{Name: "tidb", Family: "mysql", Dialect: idem.MySQL(), Driver: "mysql", DSN: dsn},
-		{Name: "tidb/optimistic", Family: "mysql", Dialect: optimistic{idem.MySQL()}, Driver: "mysql",
+		{Name: "tidb", Family: "mysql", Dialect: idem.TiDB(), Driver: "mysql", DSN: dsn},
+		{Name: "tidb/optimistic", Family: "mysql", Dialect: optimistic{idem.TiDB()}, Driver: "mysql",
 			DSN: WithParams(dsn, "tidb_txn_mode=%27optimistic%27")},
 	}
 }

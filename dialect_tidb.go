@@ -1,0 +1,66 @@
+package idem
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TiDB returns the dialect of TiDB, for the github.com/go-sql-driver/mysql
+// driver. It uses the table of MySQL and MariaDB.
+//
+// TiDB bounds a lock wait for one statement, through the optimizer hint
+// SET_VAR(innodb_lock_wait_timeout = n), so no claim changes the session.
+// The claim is two statements: INSERT ... ON DUPLICATE KEY UPDATE, under
+// the Store's lock timeout rounded up to whole seconds, which inserts the
+// record, takes over an expired one and leaves a live one as it is; then
+// SELECT ... FOR UPDATE, which reads the record that the insert locked, as
+// last committed. The record is this claim's when it carries the claim's
+// token. Keys and hashes are compared byte for byte (VARBINARY).
+//
+// Run idem's transactions in TiDB's pessimistic mode, its default, where a
+// claim waits for a held key. In optimistic mode a claim sees no key that
+// another transaction holds uncommitted: both claims win, both Funcs run,
+// and the second commit fails with a write conflict (9007), which Do and
+// DoTx treat as ErrRetry (see Capabilities.ConflictAtCommit). The key still
+// protects the database's effects, but not a Func's calls to other systems.
+func TiDB() Dialect { return tidb{} }
+
+type tidb struct{ mysqlFamily }
+
+var _ Dialect = tidb{}
+
+func (tidb) Name() string { return "tidb" }
+
+func (tidb) Statements(table string, lockTimeout time.Duration) Statements {
+	st := mysqlStatements(table)
+	t, _ := quoteTable(table, '`')
+	hint := "/*+ SET_VAR(innodb_lock_wait_timeout = " + strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ") */"
+	hinted := func(q, verb string) string { return strings.Replace(q, verb, verb+" "+hint, 1) }
+	st.ClaimWrite = hinted(st.ClaimWrite, "INSERT")
+	// The insert holds the record, so the read waits for nothing.
+	st.Claim = "SELECT token = {token}, 0, " + mysqlRecord + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
+	// TiDB does not skip locked rows: a purge's batch waits for a held
+	// record under the Store's lock timeout, and is given up when it passes.
+	st.PurgeSelect = hinted(st.PurgeSelect, "SELECT")
+	st.PurgeDelete = hinted(st.PurgeDelete, "DELETE")
+	return st
+}
+
+// tidbUnknown is the error number of TiDB's errors without a number of
+// their own; a lock wait that times out under READ COMMITTED is one of
+// them, "lock wait timeout".
+const tidbUnknown = 1105
+
+// Classify is the family's, and also knows TiDB's lock wait timeout under
+// READ COMMITTED.
+func (d tidb) Classify(err error) ErrorKind {
+	if n, msg, ok := mysqlError(err); ok && n == tidbUnknown && strings.Contains(msg, "lock wait timeout") {
+		return ErrorLockTimeout
+	}
+	return d.mysqlFamily.Classify(err)
+}
+
+// Capabilities says that a claim waits at least a second: TiDB accepts no
+// innodb_lock_wait_timeout below 1.
+func (tidb) Capabilities() Capabilities { return Capabilities{MinLockWait: time.Second} }
