@@ -53,8 +53,7 @@ func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 }
 
 // forEachWithTiDB is forEach, with TiDB in both its transaction modes after
-// the other targets: for the tests that show the MySQL dialect's contract
-// on TiDB.
+// the other targets: for the tests that show the TiDB dialect's contract.
 func forEachWithTiDB(t *testing.T, f func(t *testing.T, tg target)) {
 	t.Helper()
 	forEach(t, f)
@@ -65,7 +64,7 @@ func forEachWithTiDB(t *testing.T, f func(t *testing.T, tg target)) {
 }
 
 // forEachRunTarget is forEachWithTiDB for the tests of multi-step
-// requests, without TiDB's optimistic target: it wraps idem.MySQL() in a
+// requests, without TiDB's optimistic target: it wraps idem.TiDB() in a
 // dialect of the tests' own, and a dialect from outside the package has no
 // statements for them (ErrNoSteps, TestRunInvalid).
 func forEachRunTarget(t *testing.T, f func(t *testing.T, tg target)) {

@@ -134,15 +134,15 @@ type Statements struct {
 	//   - no row, when it lost but cannot see the winner, or when it
 	//     returns rows only for what it wrote; Do runs ClaimLost, where
 	//     the dialect has one, and Lookup otherwise;
-	//   - no row, when it claimed and ClaimedWithoutRow is set.
+	//   - no row, when it inserted the record and ClaimedWithoutRow is set.
 	// A claim that waits for a held key and times out returns an error
 	// that Classify reports as ErrorLockTimeout.
 	Claim string
 
-	// ClaimedWithoutRow says that Claim returns no row when it claimed
-	// the key, and a row only when it lost: a claim in a stored procedure,
-	// which sends a result only when there is a record to show, as
-	// MySQL's does.
+	// ClaimedWithoutRow says that Claim returns no row when it inserted
+	// the record, and its row, as above, only when it found one there: a
+	// claim in a stored procedure, which sends a result only when there is
+	// a record to show, as MySQL's does.
 	ClaimedWithoutRow bool
 
 	// ClaimLost is for a Claim that returns a row only when it claims,

@@ -26,10 +26,11 @@ import (
 // session's innodb_lock_wait_timeout to the Store's lock timeout, rounded
 // up to whole seconds (InnoDB counts no finer), where the session's own
 // differs; inserts the record with INSERT ... ON DUPLICATE KEY UPDATE,
-// which takes over an expired record and leaves a live one as it is; puts
-// the session's own timeout back, also when the insert fails; and sends the
-// record, read FOR UPDATE so that it is the latest committed one whatever
-// the transaction's snapshot, only when the claim lost. A claim that is cut
+// which leaves a record that is there as it is; puts the session's own
+// timeout back, also when the insert fails; and, only when it found a
+// record there, takes it over if it has expired and sends it, read FOR
+// UPDATE so that it is the latest committed one whatever the transaction's
+// snapshot. A claim that is cut
 // off mid-statement closes its connection, which the pool then drops.
 // The procedure runs with the caller's privileges (SQL SECURITY INVOKER),
 // which must include EXECUTE.
@@ -77,11 +78,21 @@ func claimProcedure(table string) string {
 
 // claimProcedureSQL creates the claim's procedure of table (see MySQL).
 // Its parameters take no names of the table's columns, which a procedure's
-// own names would hide. ROW_COUNT is 1 for an insert, 2 for a takeover and
-// 0 for a live record left as it is, but 1 for that too when the DSN sets
-// clientFoundRows: a 1 is this claim's only when the record carries its
-// token. A claim that lost sends one row whatever it reads, NULLs where it
-// finds no record, since no row at all means that it claimed.
+// own names would hide.
+//
+// The procedure tells a claim that found a record from one that inserted by
+// LAST_INSERT_ID(~lid) in the update clause, which runs only on a record
+// that was there, where lid is the session's LAST_INSERT_ID, which the
+// procedure puts back: ROW_COUNT cannot tell, since it counts a live record
+// left as it is as 1, an insert's count, when the DSN sets clientFoundRows.
+// The IF keeps the call from being folded away; its NULL is never chosen.
+// A record that was there is taken over when it has expired, with the row
+// already locked, and sent, claimed when it carries the claim's token; one
+// row is sent whatever the read finds, NULLs where it finds no record, since
+// no row at all means that the claim inserted. The update clause assigns
+// nothing else, and the lock wait is set only where the session's own
+// differs: every statement of the procedure and every assignment costs the
+// server time that each new key pays.
 func claimProcedureSQL(table string) string {
 	t, _ := quoteTable(table, '`')
 	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t,
@@ -91,11 +102,11 @@ SQL SECURITY INVOKER
 MODIFIES SQL DATA
 BEGIN
 	DECLARE saved BIGINT DEFAULT @@SESSION.innodb_lock_wait_timeout;
-	DECLARE n INT;
-	DECLARE held BIGINT;
+	DECLARE lid BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
 	DECLARE EXIT HANDLER FOR SQLEXCEPTION
 	BEGIN
 		SET SESSION innodb_lock_wait_timeout = saved;
+		DO LAST_INSERT_ID(lid);
 		RESIGNAL;
 	END;
 	IF w <> saved THEN
@@ -103,24 +114,16 @@ BEGIN
 	END IF;
 	INSERT INTO {T} (` + "`key`" + `, request_hash, token, created_at, expires_at)
 	VALUES (k, h, tok, ca, ea)
-	ON DUPLICATE KEY UPDATE
-		request_hash = IF({expired}, h, request_hash),
-		status       = IF({expired}, NULL, status),
-		header       = IF({expired}, NULL, header),
-		body         = IF({expired}, NULL, body),
-		checksum     = IF({expired}, NULL, checksum),
-		token        = IF({expired}, tok, token),
-		created_at   = IF({expired}, ca, created_at),
-		expires_at   = IF({expired}, ea, expires_at);
-	SET n = ROW_COUNT();
+	ON DUPLICATE KEY UPDATE token = IF(LAST_INSERT_ID(~lid) = ~lid, token, NULL);
 	IF w <> saved THEN
 		SET SESSION innodb_lock_wait_timeout = saved;
 	END IF;
-	IF n = 1 THEN
-		SELECT token INTO held FROM {T} WHERE ` + "`key`" + ` = k FOR UPDATE;
-	END IF;
-	IF NOT (n = 2 OR (n = 1 AND held <=> tok)) THEN
-		SELECT FALSE, FALSE, {r.record} FROM (SELECT 1) AS one LEFT JOIN {T} AS r ON r.` + "`key`" + ` = k FOR UPDATE;
+	IF LAST_INSERT_ID() <> lid THEN
+		DO LAST_INSERT_ID(lid);
+		UPDATE {T} SET request_hash = h, created_at = ca, expires_at = ea,
+			token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
+		WHERE ` + "`key`" + ` = k AND expires_at <= ca;
+		SELECT r.token <=> tok, FALSE, {r.record} FROM (SELECT 1) AS one LEFT JOIN {T} AS r ON r.` + "`key`" + ` = k FOR UPDATE;
 	END IF;
 END`)
 }
@@ -147,8 +150,8 @@ func (mysql) hint(err error) string {
 		return "the MySQL dialect claims through a stored procedure that Migrate (or the migration files) creates: run it first"
 	case myProcDenied:
 		return "the MySQL dialect claims through a stored procedure: grant EXECUTE on it"
-	case tidbUnsupported:
-		return "TiDB has no stored procedures: use idem.TiDB()"
+	case tidbUnsupported, mySyntaxError:
+		return "the MySQL dialect needs MySQL 8.0.29 or later, or MariaDB 10.6; TiDB has no stored procedures: use idem.TiDB()"
 	}
 	return ""
 }

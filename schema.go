@@ -71,7 +71,7 @@ func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) 
 			err = exec(ctx, q)
 		}
 		if err != nil {
-			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
+			return s.wrap("migrate "+s.table, err)
 		}
 	}
 	if u == nil {
@@ -80,7 +80,7 @@ func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) 
 	for _, c := range u.upgrades(s.table) {
 		n, err := count(ctx, c.check)
 		if err != nil {
-			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
+			return s.wrap("migrate "+s.table, err)
 		}
 		if n > 0 {
 			continue
@@ -92,7 +92,7 @@ func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) 
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("idem: migrate %s: %w", s.table, err)
+			return s.wrap("migrate "+s.table, err)
 		}
 	}
 	return nil

@@ -352,9 +352,8 @@ func (e *ExpectedDo) WillConflict() {
 // classifies it as idem.ErrorRetry. The error comes from the claim
 // statement, after ClaimWrite succeeded, where the dialect has it.
 //
-// err must not be one that the dialect classifies as
-// idem.ErrorLockTimeout: Do would look the key up after it, a statement
-// the Mock does not expect. Use WillBeInFlight for a held key.
+// An err that the dialect classifies as idem.ErrorLockTimeout makes Do
+// answer InFlight, as a held key does; WillBeInFlight says so more plainly.
 func (e *ExpectedDo) WillReturnError(err error) {
 	e.claim.WillReturnError(err)
 }

@@ -109,6 +109,9 @@ func mysqlKind(name string, d idem.Dialect, env string, load func(context.Contex
 			{key: "interpolate", name: name + " interpolateParams=true", driver: "mysql", param: "interpolateParams=true"},
 			{key: "foundrows", name: name + " clientFoundRows=true", driver: "mysql", param: "clientFoundRows=true"},
 			{key: "multistatements", name: name + " multiStatements=true", driver: "mysql", param: "multiStatements=true"},
+			// The Store's default lock timeout as the session's own: the
+			// MySQL dialect's claim then leaves the session's as it is.
+			{key: "lockwait", name: name + " innodb_lock_wait_timeout=1", driver: "mysql", param: "innodb_lock_wait_timeout=1"},
 		},
 		orders: mysqlOrders, insert: mysqlInsert, load: load,
 		bigTable: true,

@@ -12,8 +12,8 @@ import (
 // (see the README): building it takes minutes.
 const EnvTiDB = "IDEM_TIDB_DSN" // user@tcp(host:port)/db
 
-// TiDB runs the tests that show the MySQL dialect's contract on it, which
-// name it themselves: the conformance suite, the contention test and the
+// TiDB runs the tests that show the TiDB dialect's contract, which name it
+// themselves: the conformance suite, the contention test and the
 // load test. It is not one of Servers, so the other tests leave it out.
 
 // TiDBServers lists TiDB when its variable is set, in each of its

@@ -9,11 +9,11 @@ SQL SECURITY INVOKER
 MODIFIES SQL DATA
 BEGIN
 	DECLARE saved BIGINT DEFAULT @@SESSION.innodb_lock_wait_timeout;
-	DECLARE n INT;
-	DECLARE held BIGINT;
+	DECLARE lid BIGINT UNSIGNED DEFAULT LAST_INSERT_ID();
 	DECLARE EXIT HANDLER FOR SQLEXCEPTION
 	BEGIN
 		SET SESSION innodb_lock_wait_timeout = saved;
+		DO LAST_INSERT_ID(lid);
 		RESIGNAL;
 	END;
 	IF w <> saved THEN
@@ -21,23 +21,15 @@ BEGIN
 	END IF;
 	INSERT INTO `idempotency_keys` (`key`, request_hash, token, created_at, expires_at)
 	VALUES (k, h, tok, ca, ea)
-	ON DUPLICATE KEY UPDATE
-		request_hash = IF(expires_at <= ca, h, request_hash),
-		status       = IF(expires_at <= ca, NULL, status),
-		header       = IF(expires_at <= ca, NULL, header),
-		body         = IF(expires_at <= ca, NULL, body),
-		checksum     = IF(expires_at <= ca, NULL, checksum),
-		token        = IF(expires_at <= ca, tok, token),
-		created_at   = IF(expires_at <= ca, ca, created_at),
-		expires_at   = IF(expires_at <= ca, ea, expires_at);
-	SET n = ROW_COUNT();
+	ON DUPLICATE KEY UPDATE token = IF(LAST_INSERT_ID(~lid) = ~lid, token, NULL);
 	IF w <> saved THEN
 		SET SESSION innodb_lock_wait_timeout = saved;
 	END IF;
-	IF n = 1 THEN
-		SELECT token INTO held FROM `idempotency_keys` WHERE `key` = k FOR UPDATE;
-	END IF;
-	IF NOT (n = 2 OR (n = 1 AND held <=> tok)) THEN
-		SELECT FALSE, FALSE, r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at, r.token FROM (SELECT 1) AS one LEFT JOIN `idempotency_keys` AS r ON r.`key` = k FOR UPDATE;
+	IF LAST_INSERT_ID() <> lid THEN
+		DO LAST_INSERT_ID(lid);
+		UPDATE `idempotency_keys` SET request_hash = h, created_at = ca, expires_at = ea,
+			token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
+		WHERE `key` = k AND expires_at <= ca;
+		SELECT r.token <=> tok, FALSE, r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at, r.token FROM (SELECT 1) AS one LEFT JOIN `idempotency_keys` AS r ON r.`key` = k FOR UPDATE;
 	END IF;
 END;
