@@ -125,7 +125,7 @@ func (s *Store) readClaim(v *values, claim, lost func(dest ...any) error) claimA
 	var a claimAnswer
 	a.rec, a.claimed, a.busy, a.err = s.scanClaim(claim)
 	if errors.Is(a.err, sql.ErrNoRows) && s.claimedWithoutRow {
-		return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt}, claimed: true}
+		return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token}, claimed: true}
 	}
 	if errors.Is(a.err, sql.ErrNoRows) && s.claimLost.query != "" {
 		a.rec, a.claimed, a.busy, a.err = s.scanClaim(lost)

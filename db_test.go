@@ -29,8 +29,8 @@ func targets() []target {
 	for _, tg := range dbtest.Targets() {
 		ts = append(ts, tg)
 		if tg.Family == "mysql" {
-			settings := withParams(tg, "interpolateParams=true&clientFoundRows=true")
-			settings.Name += "/interpolate+foundrows"
+			settings := withParams(tg, "interpolateParams=true&clientFoundRows=true&multiStatements=true")
+			settings.Name += "/interpolate+foundrows+multi"
 			ts = append(ts, settings)
 		}
 	}

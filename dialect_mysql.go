@@ -86,18 +86,19 @@ func claimProcedure(table string) string {
 // procedure puts back: ROW_COUNT cannot tell, since it counts a live record
 // left as it is as 1, an insert's count, when the DSN sets clientFoundRows.
 // The IF keeps the call from being folded away; its NULL is never chosen.
-// A record that was there is taken over when it has expired, with the row
-// already locked, and sent, claimed when it carries the claim's token; one
-// row is sent whatever the read finds, NULLs where it finds no record, since
-// no row at all means that the claim inserted. The update clause assigns
-// nothing else, and the lock wait is set only where the session's own
-// differs: every statement of the procedure and every assignment costs the
-// server time that each new key pays.
+// A record that was there is read by its key alone, which locks that record
+// and no other (an UPDATE that also checked the expiry would scan on to the
+// next key and lock it, and replays of neighbouring keys would wait for one
+// another), taken over when it has expired, and sent, claimed when it
+// carries the claim's token; one row is sent whatever the read finds, NULLs
+// where it finds no record, since no row at all means that the claim
+// inserted. The update clause assigns nothing else, the variables of a
+// record are declared only where one was found, and the lock wait is set
+// only where the session's own differs: every statement of the procedure
+// costs the server time that each new key pays.
 func claimProcedureSQL(table string) string {
 	t, _ := quoteTable(table, '`')
-	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t,
-		"{r.record}", "r."+strings.ReplaceAll(mysqlRecord, ", ", ", r."),
-		"{expired}", "expires_at <= ca").Replace(`CREATE PROCEDURE IF NOT EXISTS {P}(IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
+	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t, "{record}", mysqlRecord).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}(IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
 SQL SECURITY INVOKER
 MODIFIES SQL DATA
 BEGIN
@@ -120,10 +121,22 @@ BEGIN
 	END IF;
 	IF LAST_INSERT_ID() <> lid THEN
 		DO LAST_INSERT_ID(lid);
-		UPDATE {T} SET request_hash = h, created_at = ca, expires_at = ea,
-			token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
-		WHERE ` + "`key`" + ` = k AND expires_at <= ca;
-		SELECT r.token <=> tok, FALSE, {r.record} FROM (SELECT 1) AS one LEFT JOIN {T} AS r ON r.` + "`key`" + ` = k FOR UPDATE;
+		BEGIN
+			DECLARE rh VARBINARY(64);
+			DECLARE st INT;
+			DECLARE hd MEDIUMBLOB;
+			DECLARE bd LONGBLOB;
+			DECLARE cs VARBINARY(32);
+			DECLARE c, e, t BIGINT;
+			SELECT {record} INTO rh, st, hd, bd, cs, c, e, t FROM {T} WHERE ` + "`key`" + ` = k FOR UPDATE;
+			IF e <= ca THEN
+				UPDATE {T} SET request_hash = h, created_at = ca, expires_at = ea,
+					token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
+				WHERE ` + "`key`" + ` = k;
+				SET rh = h, st = NULL, hd = NULL, bd = NULL, cs = NULL, c = ca, e = ea, t = tok;
+			END IF;
+			SELECT t <=> tok, FALSE, rh, st, hd, bd, cs, c, e, t;
+		END;
 	END IF;
 END`)
 }

@@ -40,8 +40,8 @@ func (tidb) Statements(table string, lockTimeout time.Duration) Statements {
 	st.ClaimWrite = hinted(st.ClaimWrite, "INSERT")
 	// The insert holds the record, so the read waits for nothing.
 	st.Claim = "SELECT token = {token}, 0, " + mysqlRecord + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
-	// TiDB does not skip locked rows: a purge's batch waits for a held
-	// record under the Store's lock timeout, and is given up when it passes.
+	// A purge's batch that waits for a held record gives up after the
+	// Store's lock timeout, and Purge answers ErrRetry.
 	st.PurgeSelect = hinted(st.PurgeSelect, "SELECT")
 	st.PurgeDelete = hinted(st.PurgeDelete, "DELETE")
 	return st

@@ -274,10 +274,11 @@ type Query struct {
 // Queries returns the statements the Store sends, by name: "claim",
 // "lookup", "complete", "abandon", and, where the dialect has them,
 // "takeover", "claim_write", "claim_lost", "purge", or "purge_select" and
-// "purge_delete" (see Statements for what each does and when it runs). "purge_delete" is shown for a batch of one key; a
-// batch of n keys has n placeholders in its list. They are for tools and
-// tests that must match the Store's SQL exactly, such as the sqlmock
-// expectations of package idemtest.
+// "purge_delete" (see Statements for what each does and when it runs).
+// "purge_delete" is shown for a batch of one key; a batch of n keys has n
+// placeholders in its list. They are for tools and tests that must match
+// the Store's SQL exactly, such as the sqlmock expectations of package
+// idemtest.
 func (s *Store) Queries() map[string]Query {
 	if s.check() != nil {
 		return nil

@@ -20,9 +20,11 @@ const sessionLockWait = 7
 // TestClaimLeavesNoSetting shows that no setting of a claim outlives idem's
 // use of a pooled connection on the MySQL family, whatever ends the claim:
 // the context ends before, during or after each statement of Do, DoTx and
-// Run, on a new key, a held one and a finished one, and a deadlock picks the
-// claim as its victim. After each call, every connection of the pool, held
-// to two, must show the session's own lock wait and no variable of idem's.
+// Run, on a new key, a held one and a finished one; the connection of a
+// claim that waits drops; a deadlock picks the claim as its victim. After
+// each call, every connection of the pool, held to two (three where a
+// third watches), must show the session's own lock wait and no variable of
+// idem's.
 func TestClaimLeavesNoSetting(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
 		if tg.Family != "mysql" {
@@ -99,6 +101,44 @@ func TestClaimLeavesNoSetting(t *testing.T) {
 				checkSessions(t, e.DB, conns-1, "cut during the wait")
 			})
 		}
+
+		// A claim whose connection drops while it waits for a held key:
+		// the server ends the session.
+		t.Run("dropped", func(t *testing.T) {
+			ctx := context.Background()
+			// The holder, the claimer, and the one that drops it.
+			e.DB.SetMaxOpenConns(conns + 1)
+			e.DB.SetMaxIdleConns(conns + 1)
+			holder := e.Hold(t, "dropped", hashA, created)
+			// A claim that waits long enough to be dropped first.
+			patient := newStore(t, tg.Dialect, e.Table, idem.WithLockTimeout(time.Minute))
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, err = patient.DoTx(ctx, e.DB, nil, "dropped", hashA, e.Effect("dropped", created))
+			}()
+			if !waitForLockWait(t, e, done) {
+				t.Fatalf("the claim did not wait for the key: %v", err)
+			}
+			query := "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+			if isTiDB(t, e) {
+				query = "SELECT SESSION_ID FROM information_schema.TIDB_TRX WHERE STATE = 'LockWaiting'"
+			}
+			var id int64
+			if err := e.DB.QueryRowContext(ctx, query).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			if err == nil {
+				t.Fatal("the claim whose connection dropped succeeded")
+			}
+			_ = holder.Rollback()
+			checkSessions(t, e.DB, conns+1, "after the dropped connection")
+		})
 
 		// A deadlock whose victim is a claim: each transaction holds a key
 		// that the other claims.

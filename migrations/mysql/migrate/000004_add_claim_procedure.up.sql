@@ -27,9 +27,21 @@ BEGIN
 	END IF;
 	IF LAST_INSERT_ID() <> lid THEN
 		DO LAST_INSERT_ID(lid);
-		UPDATE `idempotency_keys` SET request_hash = h, created_at = ca, expires_at = ea,
-			token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
-		WHERE `key` = k AND expires_at <= ca;
-		SELECT r.token <=> tok, FALSE, r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at, r.token FROM (SELECT 1) AS one LEFT JOIN `idempotency_keys` AS r ON r.`key` = k FOR UPDATE;
+		BEGIN
+			DECLARE rh VARBINARY(64);
+			DECLARE st INT;
+			DECLARE hd MEDIUMBLOB;
+			DECLARE bd LONGBLOB;
+			DECLARE cs VARBINARY(32);
+			DECLARE c, e, t BIGINT;
+			SELECT request_hash, status, header, body, checksum, created_at, expires_at, token INTO rh, st, hd, bd, cs, c, e, t FROM `idempotency_keys` WHERE `key` = k FOR UPDATE;
+			IF e <= ca THEN
+				UPDATE `idempotency_keys` SET request_hash = h, created_at = ca, expires_at = ea,
+					token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
+				WHERE `key` = k;
+				SET rh = h, st = NULL, hd = NULL, bd = NULL, cs = NULL, c = ca, e = ea, t = tok;
+			END IF;
+			SELECT t <=> tok, FALSE, rh, st, hd, bd, cs, c, e, t;
+		END;
 	END IF;
 END;
