@@ -23,7 +23,7 @@ const sessionLockWait = 7
 // Run, on a new key, a held one and a finished one; the connection of a
 // claim that waits drops; a deadlock picks the claim as its victim. After
 // each call, every connection of the pool, held to two (three where a
-// third watches), must show the session's own lock wait and no variable of
+// third drops one), must show the session's own lock wait and no variable of
 // idem's.
 func TestClaimLeavesNoSetting(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
@@ -103,53 +103,55 @@ func TestClaimLeavesNoSetting(t *testing.T) {
 		}
 
 		// A claim whose connection drops while it waits for a held key:
-		// the server ends the session.
+		// the server ends the session. The claim waits a minute, so that
+		// it is still waiting, on a busy machine too, when half a second
+		// later its connection is killed; were it killed sooner, its
+		// connection would drop all the same.
+		patient := newStore(t, tg.Dialect, e.Table, idem.WithLockTimeout(time.Minute))
 		t.Run("dropped", func(t *testing.T) {
 			ctx := context.Background()
 			// The holder, the claimer, and the one that drops it.
 			e.DB.SetMaxOpenConns(conns + 1)
 			e.DB.SetMaxIdleConns(conns + 1)
 			holder := e.Hold(t, "dropped", hashA, created)
-			// A claim that waits long enough to be dropped first.
-			patient := newStore(t, tg.Dialect, e.Table, idem.WithLockTimeout(time.Minute))
-			var err error
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				_, err = patient.DoTx(ctx, e.DB, nil, "dropped", hashA, e.Effect("dropped", created))
-			}()
-			if !waitForLockWait(t, e, done) {
-				t.Fatalf("the claim did not wait for the key: %v", err)
-			}
-			query := "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
-			if isTiDB(t, e) {
-				query = "SELECT SESSION_ID FROM information_schema.TIDB_TRX WHERE STATE = 'LockWaiting'"
-			}
-			var id int64
-			if err := e.DB.QueryRowContext(ctx, query).Scan(&id); err != nil {
+			conn, err := e.DB.Conn(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
+			var id int64
+			if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				tx, err := conn.BeginTx(ctx, nil)
+				if err == nil {
+					_, err = patient.Do(ctx, tx, "dropped", hashA, e.Effect("dropped", created))
+					_ = tx.Rollback()
+				}
+				done <- err
+			}()
+			time.Sleep(500 * time.Millisecond)
 			if _, err := e.DB.ExecContext(ctx, fmt.Sprintf("KILL %d", id)); err != nil {
 				t.Fatal(err)
 			}
-			<-done
-			if err == nil {
+			if err := <-done; err == nil {
 				t.Fatal("the claim whose connection dropped succeeded")
 			}
+			_ = conn.Close()
 			_ = holder.Rollback()
 			checkSessions(t, e.DB, conns+1, "after the dropped connection")
 		})
 
 		// A deadlock whose victim is a claim: each transaction holds a key
-		// that the other claims.
+		// that the other claims. The two claims wait for each other, in
+		// whichever order they come, for as long as the server takes to
+		// see the cycle.
 		t.Run("deadlock", func(t *testing.T) {
 			ctx := context.Background()
-			// Two transactions, and the one that looks for the lock wait.
-			e.DB.SetMaxOpenConns(conns + 1)
-			e.DB.SetMaxIdleConns(conns + 1)
 			holder, victim := e.Begin(t, nil), e.Begin(t, nil)
 			claim := func(tx *sql.Tx, key string) (idem.Result, error) {
-				return e.Store.Do(ctx, tx, key, hashA, e.Effect(key, created))
+				return patient.Do(ctx, tx, key, hashA, e.Effect(key, created))
 			}
 			for i := range 20 {
 				if _, err := claim(holder, fmt.Sprintf("heavy-%d", i)); err != nil {
@@ -162,19 +164,15 @@ func TestClaimLeavesNoSetting(t *testing.T) {
 			if _, err := claim(victim, "y"); err != nil {
 				t.Fatal(err)
 			}
-			var err error
-			done := make(chan struct{})
+			done := make(chan error, 1)
 			go func() {
-				defer close(done)
-				_, err = claim(victim, "x")
+				_, err := claim(victim, "x")
+				done <- err
 			}()
-			if !waitForLockWait(t, e, done) {
-				t.Fatalf("the victim's claim did not wait for the key: %v", err)
-			}
 			// InnoDB picks the transaction that holds less, TiDB the one
 			// that closes the cycle.
 			_, herr := claim(holder, "y")
-			<-done
+			err := <-done
 			if errors.Is(err, idem.ErrRetry) == errors.Is(herr, idem.ErrRetry) {
 				t.Fatalf("the claims in the cycle: %v and %v, want ErrRetry for one of them", err, herr)
 			}
