@@ -124,11 +124,13 @@ func (s *Store) runClaim(ctx context.Context, tx txn.Tx, v *values) claimAnswer 
 func (s *Store) readClaim(v *values, claim, lost func(dest ...any) error) claimAnswer {
 	var a claimAnswer
 	a.rec, a.claimed, a.busy, a.err = s.scanClaim(claim)
-	if errors.Is(a.err, sql.ErrNoRows) && s.claimedWithoutRow {
-		return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token}, claimed: true}
-	}
-	if errors.Is(a.err, sql.ErrNoRows) && s.claimLost.query != "" {
-		a.rec, a.claimed, a.busy, a.err = s.scanClaim(lost)
+	if errors.Is(a.err, sql.ErrNoRows) {
+		switch {
+		case s.claimedWithoutRow:
+			return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token}, claimed: true}
+		case s.claimLost.query != "":
+			a.rec, a.claimed, a.busy, a.err = s.scanClaim(lost)
+		}
 	}
 	if errors.Is(a.err, sql.ErrNoRows) {
 		return claimAnswer{}
