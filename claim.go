@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/txn"
 )
 
@@ -49,7 +50,7 @@ func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claim
 		}
 		rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
 		switch {
-		case err != nil && s.d.Classify(err) == ErrorLockTimeout:
+		case err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout:
 			// The claim waited in vain for the transaction that holds
 			// the key. A read of the record now would be no better: a
 			// plain SELECT waits again under SERIALIZABLE, and under
@@ -61,7 +62,7 @@ func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claim
 			// winner it could not see or an expired record it does
 			// not take over: look in a statement of its own.
 			rec, err = s.findIn(ctx, tx, v.key)
-			if err != nil && s.d.Classify(err) == ErrorLockTimeout {
+			if err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout {
 				return Result{Outcome: InFlight}, false, nil
 			}
 		}

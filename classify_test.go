@@ -9,41 +9,51 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // TestClassify pins what each built-in dialect makes of its database's
 // errors, wrapped or not: the numbers that the documentation names as
-// conflicts to retry, and as lock waits that ran out.
+// conflicts to retry, as lock waits that ran out, and as objects that
+// another caller of Migrate made meanwhile.
 func TestClassify(t *testing.T) {
 	my := func(n uint16) error { return &mysql.MySQLError{Number: n, Message: "test"} }
 	for _, c := range []struct {
 		dialect idem.Dialect
 		err     error
-		want    idem.ErrorKind
+		want    dialect.ErrorKind
 	}{
-		{idem.Postgres(), &pq.Error{Code: "40001"}, idem.ErrorRetry},
-		{idem.Postgres(), &pq.Error{Code: "40P01"}, idem.ErrorRetry},
-		{idem.Postgres(), &pq.Error{Code: "55P03"}, idem.ErrorRetry},
-		{idem.Postgres(), &pq.Error{Code: "23505"}, idem.ErrorOther},
-		{idem.MySQL(), my(1213), idem.ErrorRetry},
-		{idem.MySQL(), my(1020), idem.ErrorRetry},
-		{idem.MySQL(), my(1205), idem.ErrorLockTimeout},
-		{idem.MySQL(), my(3572), idem.ErrorLockTimeout},
-		{idem.MySQL(), my(1062), idem.ErrorOther},
-		{idem.MySQL(), my(1064), idem.ErrorOther},
+		{idem.Postgres(), &pq.Error{Code: "40001"}, dialect.ErrorRetry},
+		{idem.Postgres(), &pq.Error{Code: "40P01"}, dialect.ErrorRetry},
+		{idem.Postgres(), &pq.Error{Code: "55P03"}, dialect.ErrorRetry},
+		// Objects that a concurrent Migrate made, and a user's duplicate,
+		// which the Store reads as ErrorOther outside Migrate.
+		{idem.Postgres(), &pq.Error{Code: "23505"}, dialect.ErrorExists},
+		{idem.Postgres(), &pq.Error{Code: "42701"}, dialect.ErrorExists},
+		{idem.Postgres(), &pq.Error{Code: "42P07"}, dialect.ErrorExists},
+		{idem.MySQL(), my(1050), dialect.ErrorExists},
+		{idem.MariaDB(), my(1060), dialect.ErrorExists},
+		{idem.TiDB(), my(1061), dialect.ErrorExists},
+		{idem.MySQL(), my(1304), dialect.ErrorExists},
+		{idem.MySQL(), my(1213), dialect.ErrorRetry},
+		{idem.MySQL(), my(1020), dialect.ErrorRetry},
+		{idem.MySQL(), my(1205), dialect.ErrorLockTimeout},
+		{idem.MySQL(), my(3572), dialect.ErrorLockTimeout},
+		{idem.MySQL(), my(1062), dialect.ErrorOther},
+		{idem.MySQL(), my(1064), dialect.ErrorOther},
 		// TiDB's own.
-		{idem.TiDB(), my(8002), idem.ErrorRetry},
-		{idem.TiDB(), my(8005), idem.ErrorRetry},
-		{idem.TiDB(), my(8022), idem.ErrorRetry},
-		{idem.TiDB(), my(8028), idem.ErrorRetry},
-		{idem.TiDB(), my(9007), idem.ErrorRetry},
-		{idem.TiDB(), my(1205), idem.ErrorLockTimeout},
-		{idem.TiDB(), &mysql.MySQLError{Number: 1105, Message: "lock wait timeout"}, idem.ErrorLockTimeout},
-		{idem.TiDB(), &mysql.MySQLError{Number: 1105, Message: "other"}, idem.ErrorOther},
-		{idem.MySQL(), &mysql.MySQLError{Number: 1105, Message: "lock wait timeout"}, idem.ErrorOther},
-		{idem.MariaDB(), my(9007), idem.ErrorRetry},
-		{idem.MariaDB(), my(1205), idem.ErrorLockTimeout},
-		{idem.MySQL(), errors.New("Error 1213: not the driver's type"), idem.ErrorOther},
+		{idem.TiDB(), my(8002), dialect.ErrorRetry},
+		{idem.TiDB(), my(8005), dialect.ErrorRetry},
+		{idem.TiDB(), my(8022), dialect.ErrorRetry},
+		{idem.TiDB(), my(8028), dialect.ErrorRetry},
+		{idem.TiDB(), my(9007), dialect.ErrorRetry},
+		{idem.TiDB(), my(1205), dialect.ErrorLockTimeout},
+		{idem.TiDB(), &mysql.MySQLError{Number: 1105, Message: "lock wait timeout"}, dialect.ErrorLockTimeout},
+		{idem.TiDB(), &mysql.MySQLError{Number: 1105, Message: "other"}, dialect.ErrorOther},
+		{idem.MySQL(), &mysql.MySQLError{Number: 1105, Message: "lock wait timeout"}, dialect.ErrorOther},
+		{idem.MariaDB(), my(9007), dialect.ErrorRetry},
+		{idem.MariaDB(), my(1205), dialect.ErrorLockTimeout},
+		{idem.MySQL(), errors.New("Error 1213: not the driver's type"), dialect.ErrorOther},
 	} {
 		for _, err := range []error{c.err, fmt.Errorf("wrapped: %w", c.err)} {
 			if got := c.dialect.Classify(err); got != c.want {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -339,7 +340,7 @@ func (c *contention) send(key string, hash []byte) (idem.Result, error) {
 		// Where the database settles races at commit (TiDB's optimistic
 		// mode), the conflicts come here; an application retries them as
 		// DoTx does.
-		if kind := failureKind(err); kind != "" && c.e.Dialect.Classify(err) == idem.ErrorRetry {
+		if kind := failureKind(err); kind != "" && c.e.Dialect.Classify(err) == dialect.ErrorRetry {
 			c.failures.add(kind + " at commit")
 			err = fmt.Errorf("%w: %w", idem.ErrRetry, err)
 		}

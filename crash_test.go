@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -36,7 +37,7 @@ func TestProcessDeath(t *testing.T) {
 				const lockTimeout = 5 * time.Second
 				e := setup(t, tg, idem.WithLockTimeout(lockTimeout))
 				killChild(t, e, point, func() {
-					if point == diesAfterCommit || idem.CapabilitiesOf(tg.Dialect).OneWriter {
+					if point == diesAfterCommit || dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 						return // SQLite would wait at BEGIN behind the child
 					}
 					// The child holds the key: a claim that does not

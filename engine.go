@@ -127,6 +127,10 @@ func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find findFunc, v *v
 	}
 
 	resp, err := s.runFn(ctx, v, func(ctx context.Context) (Response, error) { return fn(ctx, tx) })
+	var sp *savepointError
+	if errors.As(err, &sp) {
+		err = s.abandonClaim(ctx, tx, v, err) // did the transaction end under fn?
+	}
 	if err != nil {
 		return Result{}, wait, err // the rollback undoes the claim
 	}

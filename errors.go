@@ -13,12 +13,13 @@ var (
 	// a Store not made by New.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
 
-	// ErrInvalidKey is returned by Do, DoTx and Lookup when the key is
-	// empty or longer than MaxKeyBytes.
+	// ErrInvalidKey is returned by Do, DoTx, Run, Lookup and the
+	// operators' methods when the key is empty or longer than
+	// MaxKeyBytes.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 
-	// ErrInvalidHash is returned by Do and DoTx when the request hash is
-	// empty or longer than MaxHashBytes.
+	// ErrInvalidHash is returned by Do, DoTx and Run when the request
+	// hash is empty or longer than MaxHashBytes.
 	ErrInvalidHash = errors.New("idem: invalid request hash")
 
 	// ErrNotFound is returned by Lookup, Settle and ReleaseWithoutEffect
@@ -34,19 +35,21 @@ var (
 	// wraps the driver's error. Do also returns it, without a driver's
 	// error, when its completion finds the claim gone: the server ended
 	// the transaction under it, and the key may belong to a duplicate
-	// request by now. DoTx runs the transaction again itself, and returns
-	// ErrRetry only when its attempts run out. Purge returns it when it
+	// request by now. DoTx and Run run the transaction again themselves,
+	// and return ErrRetry only when their attempts run out. Purge returns
+	// it when it
 	// gave a batch up, for a lock it would not wait for any longer or a
 	// conflict: nothing of that batch was deleted, and a later run can
 	// delete it.
 	ErrRetry = errors.New("idem: conflict, retry the transaction")
 
-	// ErrResponseTooLarge is returned by Do and DoTx when the response of
-	// fn is larger than the limit set by WithMaxResponseBytes. Nothing is
-	// stored; roll the transaction back.
+	// ErrResponseTooLarge is returned by Do, DoTx and Run when the
+	// response of fn (or of Run's final step) is larger than the limit set
+	// by WithMaxResponseBytes. Nothing is stored; roll the transaction
+	// back.
 	ErrResponseTooLarge = errors.New("idem: response too large to store")
 
-	// ErrCorruptRecord is returned by Do, DoTx and Lookup when a stored
+	// ErrCorruptRecord is returned by Do, DoTx, Run and Lookup when a stored
 	// record does not match its checksum or cannot be decoded. The record
 	// is never replayed.
 	ErrCorruptRecord = errors.New("idem: stored record is corrupt")
@@ -92,9 +95,9 @@ var (
 	// new runner.
 	ErrLeaseLost = errors.New("idem: multi-step request taken over")
 
-	// ErrNoSteps is returned by Run when the Store's dialect has no
-	// statements for multi-step requests: only the built-in dialects have
-	// them.
+	// ErrNoSteps is returned by Run, Unfinished and a Resumer when the
+	// Store's dialect has no statements for multi-step requests: its
+	// dialect.Statements.Run is empty.
 	ErrNoSteps = errors.New("idem: dialect without multi-step requests")
 )
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/codec"
 	"github.com/idemgo/idem/internal/txn"
 )
@@ -230,7 +231,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		s.purgeDelete = st.PurgeDelete
 	}
 	s.claimedWithoutRow = st.ClaimedWithoutRow
-	steps, err := bindSteps(d, c.table)
+	steps, err := bindSteps(d, st.Run)
 	if err != nil {
 		return nil, err
 	}
@@ -418,9 +419,6 @@ func (s *Store) do(ctx context.Context, tx txn.Tx, v *values, run func(context.C
 func (s *Store) runFn(ctx context.Context, v *values, run func(context.Context) (Response, error)) (Response, error) {
 	resp, err := run(ctx)
 	if err != nil {
-		if gone := s.transactionGone(err); gone != nil {
-			return Response{}, gone
-		}
 		var r *refusal
 		if errors.As(err, &r) {
 			err = fmt.Errorf("%w (wrap the Func in Refusable to store it)", err)
@@ -498,6 +496,13 @@ func (s *Store) abandonClaim(ctx context.Context, tx txn.Tx, v *values, cause er
 		return fmt.Errorf("%w; and %w", cause, txEnded("abandon"))
 	}
 	if err == nil && n == 0 {
+		var sp *savepointError
+		if errors.As(cause, &sp) {
+			// Refusable's savepoint went with the transaction: nothing
+			// that fn did is left to store, and a new transaction may
+			// claim the key again.
+			return fmt.Errorf("idem: %s: %w: the server ended the transaction in the Func, and its claim of the key is gone; nothing was stored: %w", sp.op, ErrRetry, sp.err)
+		}
 		return fmt.Errorf("%w; and the transaction had already ended: its claim of the key was gone", cause)
 	}
 	return cause
@@ -532,7 +537,7 @@ func (s *Store) wrap(op string, err error) error {
 	if err == nil || errors.Is(err, ErrRetry) {
 		return err
 	}
-	if s.d.Classify(err) == ErrorRetry {
+	if s.d.Classify(err) == dialect.ErrorRetry {
 		if op == "" {
 			op = "in Func"
 		}
@@ -541,17 +546,10 @@ func (s *Store) wrap(op string, err error) error {
 	if op == "" {
 		return err
 	}
-	if h, ok := s.d.(hinter); ok {
-		if hint := h.hint(err); hint != "" {
+	if h, ok := s.d.(dialect.Hinter); ok {
+		if hint := h.Hint(err); hint != "" {
 			return fmt.Errorf("idem: %s: %w (%s)", op, err, hint)
 		}
 	}
 	return fmt.Errorf("idem: %s: %w", op, err)
-}
-
-// hinter is a built-in dialect that can say what an error of its
-// statements most likely means, such as a server that is not the one the
-// dialect is for.
-type hinter interface {
-	hint(err error) string
 }

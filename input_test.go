@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -181,11 +182,11 @@ func TestEmptyResponseReplays(t *testing.T) {
 // its table, changed.
 type badStatements struct {
 	idem.Dialect
-	change func(*idem.Statements)
+	change func(*dialect.Statements)
 	schema func(string) string // changes each statement of Schema, when set
 }
 
-func (d badStatements) Statements(table string, lockTimeout time.Duration) idem.Statements {
+func (d badStatements) Statements(table string, lockTimeout time.Duration) dialect.Statements {
 	st := d.Dialect.Statements(table, lockTimeout)
 	if d.change != nil {
 		d.change(&st)
@@ -204,33 +205,33 @@ func (d badStatements) Schema(table string) []string {
 }
 
 // Capabilities are the built-in dialect's: the faults are in the SQL.
-func (d badStatements) Capabilities() idem.Capabilities { return idem.CapabilitiesOf(d.Dialect) }
+func (d badStatements) Capabilities() dialect.Capabilities { return dialect.CapabilitiesOf(d.Dialect) }
 
 // TestNewChecksDialectStatements shows that a dialect's mistakes in its SQL
 // parameters fail New, and that braces which are not parameters pass.
 func TestNewChecksDialectStatements(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		change  func(*idem.Statements)
+		change  func(*dialect.Statements)
 		ok      bool
 		dialect idem.Dialect // SQLite when nil
 	}{
-		{"an unknown parameter", func(st *idem.Statements) { st.Lookup += " AND {nope} = 1" }, false, nil},
-		{"a parameter the statement cannot have", func(st *idem.Statements) { st.Claim = strings.Replace(st.Claim, "{expires_at}", "{limit}", 1) }, false, nil},
-		{"a missing statement", func(st *idem.Statements) { st.Complete = "" }, false, nil},
-		{"a brace that is not a parameter", func(st *idem.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true, nil},
+		{"an unknown parameter", func(st *dialect.Statements) { st.Lookup += " AND {nope} = 1" }, false, nil},
+		{"a parameter the statement cannot have", func(st *dialect.Statements) { st.Claim = strings.Replace(st.Claim, "{expires_at}", "{limit}", 1) }, false, nil},
+		{"a missing statement", func(st *dialect.Statements) { st.Complete = "" }, false, nil},
+		{"a brace that is not a parameter", func(st *dialect.Statements) { st.Lookup += " AND '{ x }' <> '{}'" }, true, nil},
 		// TiDB's claim is in two statements.
-		{"a claim read that cannot tell its own record", func(st *idem.Statements) {
+		{"a claim read that cannot tell its own record", func(st *dialect.Statements) {
 			st.Claim = strings.Replace(st.Claim, "token = {token}", "0", 1)
 		}, false, idem.TiDB()},
-		{"a claim write without the key", func(st *idem.Statements) {
+		{"a claim write without the key", func(st *dialect.Statements) {
 			st.ClaimWrite = strings.Replace(st.ClaimWrite, "{key}", "''", 1)
 		}, false, idem.TiDB()},
 		// PostgreSQL's claim is read by a second statement when it lost.
-		{"a claim lost without the key", func(st *idem.Statements) {
+		{"a claim lost without the key", func(st *dialect.Statements) {
 			st.ClaimLost = strings.ReplaceAll(st.ClaimLost, "{key}", "''")
 		}, false, idem.Postgres()},
-		{"a claim lost that cannot have a value of the claim", func(st *idem.Statements) {
+		{"a claim lost that cannot have a value of the claim", func(st *dialect.Statements) {
 			st.ClaimLost += " AND {token} <> 0"
 		}, false, idem.Postgres()},
 	} {

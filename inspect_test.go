@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -22,9 +23,9 @@ var currentSchema = map[idem.Dialect]string{
 // its schema-qualified name, and measures it.
 func TestTableInspector(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		ins, ok := tg.Dialect.(idem.TableInspector)
+		ins, ok := tg.Dialect.(dialect.TableInspector)
 		if !ok {
-			t.Fatalf("the %s dialect does not implement idem.TableInspector", tg.Dialect.Name())
+			t.Fatalf("the %s dialect does not implement dialect.TableInspector", tg.Dialect.Name())
 		}
 		e := setup(t, tg)
 		ctx := context.Background()

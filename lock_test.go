@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // TestInFlightOnEveryIsolationLevel holds a key in one transaction and
@@ -20,7 +21,7 @@ import (
 // SERIALIZABLE), or the lock timeout twice.
 func TestInFlightOnEveryIsolationLevel(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
-		c := idem.CapabilitiesOf(tg.Dialect)
+		c := dialect.CapabilitiesOf(tg.Dialect)
 		if c.OneWriter {
 			t.Skip("SQLite has one writer at a time: a second claimer waits at BEGIN (TestIsolation/sqlite)")
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemtest"
 	"github.com/idemgo/idem/internal/dbtest"
 )
@@ -108,7 +109,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 			}
 			got[o.want] = take()
 		}
-		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			// SQLite never sees a key held by another writer; a record
 			// committed unfinished is its one way to InFlight.
 			q := "INSERT INTO " + e.Table + " (key, request_hash, created_at, expires_at) VALUES (?, ?, 0, 9223372036854775807)"

@@ -120,7 +120,7 @@ func WithRetention(d time.Duration) Option {
 // response instead of a 409, while a duplicate never holds a connection
 // longer than that. Zero means do not wait. The MySQL family counts lock
 // waits in whole seconds, so its dialects round up, and MySQL and TiDB wait
-// one second at least, also for zero (see Capabilities.MinLockWait); SQLite
+// one second at least, also for zero (see dialect.Capabilities.MinLockWait); SQLite
 // serialises writing transactions before they start, so there the wait is
 // the busy timeout of the connection instead.
 func WithLockTimeout(d time.Duration) Option {
@@ -262,14 +262,4 @@ func validateTable(name string) error {
 		return fmt.Errorf("%w: table name %q: want letters, digits and underscores, at most %d bytes, optionally schema-qualified", ErrInvalidArgument, name, maxIdentBytes)
 	}
 	return nil
-}
-
-// quoteTable quotes each part of a validated, possibly schema-qualified,
-// table name with q, and returns the unqualified name for naming indexes.
-func quoteTable(name string, q byte) (quoted, bare string) {
-	parts := strings.Split(name, ".")
-	for i, part := range parts {
-		parts[i] = string(q) + part + string(q)
-	}
-	return strings.Join(parts, "."), name[strings.LastIndexByte(name, '.')+1:]
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/idemgo/idem/dialect"
 )
 
 // Purge deletes expired records, batch at a time, so that it never holds
@@ -163,7 +165,7 @@ func (s *Store) purgeDeleteFor(n int) (statement, error) {
 // conflict: nothing of it was deleted, and a later run can delete it.
 func (s *Store) purgeError(err error) error {
 	switch s.d.Classify(err) {
-	case ErrorLockTimeout, ErrorRetry:
+	case dialect.ErrorLockTimeout, dialect.ErrorRetry:
 		return fmt.Errorf("idem: purge: batch given up: %w: %w", ErrRetry, err)
 	}
 	return fmt.Errorf("idem: purge: %w", err)

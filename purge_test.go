@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // TestPurgeBehindTakeover shows that Purge neither waits for a request that
@@ -25,12 +26,12 @@ import (
 // and a key claimed a moment ago.
 func TestPurgeBehindTakeover(t *testing.T) {
 	forEachWithTiDB(t, func(t *testing.T, tg target) {
-		if idem.CapabilitiesOf(tg.Dialect).ConflictAtCommit {
+		if dialect.CapabilitiesOf(tg.Dialect).ConflictAtCommit {
 			t.Skip("a claim holds no lock until its commit: there is nothing for Purge to wait for")
 		}
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour), idem.WithLockTimeout(3*time.Second))
-		oneWriter := idem.CapabilitiesOf(tg.Dialect).OneWriter
+		oneWriter := dialect.CapabilitiesOf(tg.Dialect).OneWriter
 		ctx := context.Background()
 
 		// Expired records, oldest first: a-0 to a-4, then b-held, then

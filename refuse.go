@@ -35,7 +35,9 @@ const refusableSavepoint = "idem_refusable"
 // had happened, the savepoint's ROLLBACK TO or RELEASE finds no savepoint
 // (1305). The claim went with the transaction, so Do answers ErrRetry, as it
 // does when its own completion finds the claim gone, and DoTx runs the
-// transaction again (TestRefusableAfterDeadlock).
+// transaction again (TestRefusableAfterDeadlock). Do tells a savepoint that
+// went with the transaction from any other failure by the claim: a guarded
+// statement finds it gone.
 func Refusable(fn Func) Func {
 	return func(ctx context.Context, tx *sql.Tx) (Response, error) {
 		if fn == nil {
@@ -61,9 +63,12 @@ func Refusable(fn Func) Func {
 	}
 }
 
-// savepointError is the error of Refusable's RELEASE or ROLLBACK TO, which
-// Do, knowing the dialect, may read as the end of the transaction (see
-// savepointGone).
+// savepointError is the error of Refusable's RELEASE or ROLLBACK TO. Its
+// savepoint was set, so it is gone only when the transaction ended under
+// fn: the server rolled it back for a deadlock or a snapshot conflict (as
+// MySQL and MariaDB do with a deadlock victim, and SQLite with an
+// interrupted statement), or, against the rules of a Func, fn ended it. The
+// guarded Abandon that follows tells which (see abandonClaim).
 type savepointError struct {
 	op  string // what the statement was for
 	err error
@@ -71,26 +76,3 @@ type savepointError struct {
 
 func (e *savepointError) Error() string { return "idem: " + e.op + ": " + e.err.Error() }
 func (e *savepointError) Unwrap() error { return e.err }
-
-// savepointLoser is a built-in dialect whose server may roll back a whole
-// transaction under fn, taking Refusable's savepoint with it.
-type savepointLoser interface {
-	// savepointGone reports whether err, of a statement on Refusable's
-	// savepoint, which was set, says that it no longer exists.
-	savepointGone(err error) bool
-}
-
-// transactionGone returns ErrRetry when err is Refusable's, on a savepoint
-// that the server dropped with the whole transaction: the claim is gone,
-// and nothing that fn did is left to store. It returns nil for any other
-// error.
-func (s *Store) transactionGone(err error) error {
-	var sp *savepointError
-	if !errors.As(err, &sp) {
-		return nil
-	}
-	if g, ok := s.d.(savepointLoser); !ok || !g.savepointGone(sp.err) {
-		return nil
-	}
-	return fmt.Errorf("idem: %s: %w: the server ended the transaction in the Func, and its claim of the key is gone; nothing was stored: %w", sp.op, ErrRetry, sp.err)
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/idemgo/idem/dialect"
 )
 
 // Schema returns the statements that create the table and its index, for
@@ -17,11 +19,11 @@ func (s *Store) Schema() []string {
 
 // Migrate creates the table and its index if they are missing, and brings a
 // table made by an earlier version of this package up to date by adding the
-// columns that older tables lack: on PostgreSQL and SQLite the token column
-// that guards Complete and Abandon (see Statements), and on every built-in
-// dialect the phase, lease_until and resume_backoff columns of multi-step
-// requests. Records already in the table keep working. Running it again
-// does nothing.
+// columns that older tables lack (the dialect's Upgrades): on PostgreSQL and
+// SQLite the token column that guards Complete and Abandon (see
+// dialect.Statements), and on every built-in dialect the phase, lease_until
+// and resume_backoff columns of multi-step requests. Records already in the
+// table keep working. Running it again does nothing.
 //
 // Several services may run it at the same moment, as a deploy that starts
 // them together does: a caller that finds the table, index or column made
@@ -56,38 +58,35 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 // servers makes its steps atomic: two CREATE TABLE IF NOT EXISTS may both
 // find no table and collide in PostgreSQL's catalog, and two callers may
 // both find a column missing and both add it. Only the first of each wins;
-// the others get an error saying that the object is there (see existed),
-// and then look again: a statement of the schema, run again, finds what
+// the others get an error saying that the object is there (classified
+// dialect.ErrorExists), and then look again: a statement of the schema, run again, finds what
 // the other caller made, and an upgrade's check counts its column. Migrate
 // takes no lock of its own: the MySQL family ends a transaction at every
 // ALTER TABLE, so only a session's lock would span the steps, and a session
 // lock outlives the use of a pooled connection when a caller's context ends
 // before the lock is released. Any other error fails Migrate.
 func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) error, count func(context.Context, string) (int, error)) error {
-	u, _ := s.d.(upgrader)
+	existed := func(err error) bool { return s.d.Classify(err) == dialect.ErrorExists }
 	for _, q := range s.schema {
 		err := exec(ctx, q)
-		if err != nil && u != nil && u.existed(err) {
+		if err != nil && existed(err) {
 			err = exec(ctx, q)
 		}
 		if err != nil {
 			return s.wrap("migrate "+s.table, err)
 		}
 	}
-	if u == nil {
-		return nil
-	}
-	for _, c := range u.upgrades(s.table) {
-		n, err := count(ctx, c.check)
+	for _, c := range s.d.Upgrades(s.table) {
+		n, err := count(ctx, c.Check)
 		if err != nil {
 			return s.wrap("migrate "+s.table, err)
 		}
 		if n > 0 {
 			continue
 		}
-		err = exec(ctx, c.apply)
-		if err != nil && u.existed(err) {
-			if again, cerr := count(ctx, c.check); cerr == nil && again > 0 {
+		err = exec(ctx, c.Apply)
+		if err != nil && existed(err) {
+			if again, cerr := count(ctx, c.Check); cerr == nil && again > 0 {
 				err = nil
 			}
 		}
@@ -97,19 +96,3 @@ func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) 
 	}
 	return nil
 }
-
-// upgrader is implemented by the built-in dialects, whose tables, as
-// earlier versions made them, lack something that the Store needs now.
-type upgrader interface {
-	upgrades(table string) []upgrade
-	// existed reports whether err, of a statement of the schema or of an
-	// upgrade, says that what the statement makes was made meanwhile by
-	// someone else: a duplicate column, a table, index or type that
-	// already exists, or a unique violation in the catalog.
-	existed(err error) bool
-}
-
-// upgrade is one change to a table made by an earlier version: check counts
-// what the change adds (0 when it is missing), and apply makes it. Looking
-// first keeps Migrate from taking the table's lock for nothing.
-type upgrade struct{ check, apply string }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/txn"
 )
 
@@ -109,7 +110,7 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 		rec, err = s.find(ctx, tx, v.key)
 	}
 	switch {
-	case err != nil && s.d.Classify(err) == ErrorLockTimeout, busy:
+	case err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout, busy:
 		return fmt.Errorf("idem: %s: %w", op, ErrKeyHeld)
 	case err != nil:
 		return fmt.Errorf("idem: %s: %w", op, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // commitsItself is a Func that makes the mistake of committing tx itself,
@@ -101,7 +102,7 @@ func TestSettle(t *testing.T) {
 			t.Errorf("Settle of a missing key left a record: %v", err)
 		}
 
-		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			return // one writer at a time: Settle would wait at BEGIN for the holder
 		}
 		tx := e.Begin(t, nil)

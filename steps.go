@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/txn"
 )
 
@@ -388,7 +389,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 			return taken{res: res}, err
 		}
 		p, err := s.progress(ctx, tx, v)
-		if err != nil && s.d.Classify(err) == ErrorLockTimeout {
+		if err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout {
 			return taken{res: res}, nil // a phase that runs holds the row
 		}
 		if err == nil && p != nil && slices.Contains(r.late, p.token) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // TestRunRenewsLease holds a call for three leases while retries ask for
@@ -99,7 +100,7 @@ func TestRunCallLeaseLost(t *testing.T) {
 // the row), and the phase commits.
 func TestRunNoTakeoverInPhase(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
-		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			t.Skip("one writer at a time: the retry waits at BEGIN for the phase's write lock")
 		}
 		ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // TestSettleLiveRun shows that an operator cannot settle or release a
@@ -41,7 +42,7 @@ func TestSettleLiveRun(t *testing.T) {
 		sameResponse(t, res.Response, orderResponse)
 		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
 
-		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			return // one writer at a time: Settle would wait at BEGIN for the phase
 		}
 		o = &order{e: e, key: "order-11"}

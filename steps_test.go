@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/testhook"
 )
 
@@ -337,13 +338,22 @@ func TestRunInvalid(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	custom, err := idem.New(struct{ idem.Dialect }{idem.SQLite()})
+	custom, err := idem.New(withoutRun{idem.SQLite()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := custom.Run(context.Background(), db, nil, "k", hashA, idem.Final("f", final)); !errors.Is(err, idem.ErrNoSteps) {
-		t.Errorf("a dialect of the user's: %v, want ErrNoSteps", err)
+		t.Errorf("a dialect without Run statements: %v, want ErrNoSteps", err)
 	}
+}
+
+// withoutRun is a dialect that leaves its Run statements empty.
+type withoutRun struct{ idem.Dialect }
+
+func (d withoutRun) Statements(table string, lockTimeout time.Duration) dialect.Statements {
+	st := d.Dialect.Statements(table, lockTimeout)
+	st.Run = dialect.RunStatements{}
+	return st
 }
 
 // TestCallKey pins the derivation of the keys sent to other systems, which

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/txn"
 )
 
@@ -187,7 +188,7 @@ func (s *Store) commitFailed(ctx context.Context, find findFunc, v *values, res 
 // conflict. When the lookup fails too, it returns ErrCommitUnknown. The
 // lookup runs even if ctx is done.
 func (s *Store) findAfterCommit(ctx context.Context, find findFunc, key []byte, cerr error) (*record, error) {
-	if s.d.Classify(cerr) == ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
+	if s.d.Classify(cerr) == dialect.ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
 		return nil, s.wrap("commit", cerr)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/dbtest"
 )
@@ -148,7 +149,7 @@ func runLoad(t *testing.T, tg target, n int) {
 	// time whatever the pool; with one connection the requests queue in
 	// database/sql, and the busy timeout never runs out however slow the
 	// run is under the race detector.
-	if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+	if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 		e.DB.SetMaxOpenConns(1)
 	} else {
 		e.DB.SetMaxOpenConns(loadClients / 2)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/dbtest"
 )
@@ -236,7 +237,7 @@ func TestInFlight(t *testing.T) {
 			done <- rep
 		}()
 		<-started
-		if idem.CapabilitiesOf(tg.Dialect).OneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			// SQLite has no InFlight: the second request waits at BEGIN
 			// for the first to finish, then replays it. The first is
 			// released 300 ms from now, and the second waits for it up

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -31,10 +32,14 @@ import (
 // checks the expiry, purge, keys compared byte for byte, bad input, large
 // responses, damaged records, refusals, DoTx with WithLookupFirst,
 // completions and abandons guarded by the claim's token after the server
-// ended the transaction, and a race of 32 goroutines.
+// ended the transaction, and a race of 32 goroutines; and, through Run's
+// statements, a multi-step request that claims and replays, resumes after
+// a failed step, is held by its lease and taken over once it ran out, and
+// is driven to its end by a Resumer that backs off after a failure. A
+// dialect without Run statements skips those, saying so.
 //
 // The properties read what d declares in its Capabilities (see
-// idem.CapabilitiesOf): a dialect whose database lets one transaction write
+// dialect.CapabilitiesOf): a dialect whose database lets one transaction write
 // at a time, such as SQLite, skips the properties that need two writers at
 // once, and says so; one whose database cannot wait less than MinLockWait
 // for a held key is held to that; and one whose database settles a race at
@@ -65,7 +70,7 @@ func TestDialect(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB) 
 // them take turns, and so races less.
 func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, driver func(t *testing.T, db *sql.DB) Driver) {
 	t.Helper()
-	caps := idem.CapabilitiesOf(d)
+	caps := dialect.CapabilitiesOf(d)
 	for _, p := range []struct {
 		name string
 		test func(t *testing.T, s *suite)
@@ -91,6 +96,10 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"Refusable", testRefusable},
 		{"GuardedAfterTxEnds", testGuarded},
 		{"Torture", testTorture},
+		{"RunClaimsAndReplays", testRunClaimsAndReplays},
+		{"RunResumes", testRunResumes},
+		{"RunLease", testRunLease},
+		{"Resumer", testResumer},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)
@@ -103,7 +112,7 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 // inspects, drv runs the Store and holds the transactions.
 type suite struct {
 	d    idem.Dialect
-	caps idem.Capabilities
+	caps dialect.Capabilities
 	db   *sql.DB
 	drv  Driver
 }

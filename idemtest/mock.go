@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/codec"
 )
@@ -141,7 +142,7 @@ var (
 //
 // It expects the statements of the claim that the store sends, in the order
 // it sends them, each only where the store's dialect has it (see
-// idem.Statements and Store.Queries):
+// dialect.Statements and Store.Queries):
 //
 //   - "claim_write", which succeeds, affecting one row;
 //   - "claim", which answers the outcome.
@@ -236,7 +237,7 @@ func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*Expecte
 // it does when fn fails or returns a response it cannot store (too large, or
 // a status beyond 32 bits). Do sends no such statement when fn's error is a
 // conflict (it matches idem.ErrRetry, or the dialect classifies it as
-// idem.ErrorRetry): the transaction is lost then, so expect only the
+// dialect.ErrorRetry): the transaction is lost then, so expect only the
 // caller's rollback after fn's statements.
 func (m *Mock) ExpectAbandon(key string) {
 	m.mock.ExpectExec(m.sql("abandon")).
@@ -333,7 +334,7 @@ func (e *ExpectedDo) WillBeInFlight() {
 // its next attempt after the rollback.
 //
 // The error is the first of idemtest's conflict errors that the Store's
-// dialect classifies as idem.ErrorRetry: a PostgreSQL serialization failure
+// dialect classifies as dialect.ErrorRetry: a PostgreSQL serialization failure
 // (SQLSTATE 40001, reported through a SQLState method as lib/pq and pgx
 // do), a MySQL deadlock (*mysql.MySQLError 1213), or SQLITE_BUSY (code 5,
 // reported through a Code method as modernc.org/sqlite does). A dialect
@@ -349,10 +350,10 @@ func (e *ExpectedDo) WillConflict() {
 
 // WillReturnError makes the claim fail with err, as a broken connection
 // would. Do returns it wrapped, as idem.ErrRetry when the dialect
-// classifies it as idem.ErrorRetry. The error comes from the claim
+// classifies it as dialect.ErrorRetry. The error comes from the claim
 // statement, after ClaimWrite succeeded, where the dialect has it.
 //
-// An err that the dialect classifies as idem.ErrorLockTimeout makes Do
+// An err that the dialect classifies as dialect.ErrorLockTimeout makes Do
 // answer InFlight, as a held key does; WillBeInFlight says so more plainly.
 func (e *ExpectedDo) WillReturnError(err error) {
 	e.claim.WillReturnError(err)
@@ -401,7 +402,7 @@ func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQue
 
 // ErrNoConflict is the error that ExpectedDo.WillConflict makes the claim
 // return when the Store's dialect classifies none of idemtest's conflict
-// errors as idem.ErrorRetry.
+// errors as dialect.ErrorRetry.
 var ErrNoConflict = errors.New("idemtest: WillConflict: the dialect classifies none of idemtest's conflict errors (SQLSTATE 40001, MySQL 1213, SQLITE_BUSY) as a retry; use WillReturnError with the driver's own conflict error")
 
 // conflictErrors returns idemtest's candidate conflict errors, as the
@@ -415,10 +416,10 @@ func conflictErrors() []error {
 }
 
 // conflictError returns the first of conflictErrors that d classifies as
-// idem.ErrorRetry, or an error that matches ErrNoConflict.
+// dialect.ErrorRetry, or an error that matches ErrNoConflict.
 func conflictError(d idem.Dialect) error {
 	for _, err := range conflictErrors() {
-		if d.Classify(err) == idem.ErrorRetry {
+		if d.Classify(err) == dialect.ErrorRetry {
 			return err
 		}
 	}

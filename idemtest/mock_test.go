@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemtest"
 )
 
@@ -53,16 +54,17 @@ type tinyError struct{ code string }
 func (e *tinyError) Error() string { return "tiny: " + e.code }
 
 func (tiny) Name() string             { return "tiny" }
-func (tiny) Placeholder(n int) string { return idem.NumberedPlaceholder("?", n) }
+func (tiny) Placeholder(n int) string { return dialect.NumberedPlaceholder("?", n) }
 func (tiny) Schema(table string) []string {
-	return []string{"CREATE TABLE " + idem.QuoteTable(table, '"') + " (key BLOB PRIMARY KEY)"}
+	return []string{"CREATE TABLE " + dialect.QuoteTable(table, '"') + " (key BLOB PRIMARY KEY)"}
 }
+func (tiny) Upgrades(string) []dialect.Upgrade { return nil }
 
-func (d tiny) Statements(table string, lockTimeout time.Duration) idem.Statements {
-	t := idem.QuoteTable(table, '"')
+func (d tiny) Statements(table string, lockTimeout time.Duration) dialect.Statements {
+	t := dialect.QuoteTable(table, '"')
 	const record = "request_hash, status, header, body, checksum, created_at, expires_at, token"
 	insert := "INSERT INTO " + t + " (key, request_hash, created_at, expires_at, token) VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token}) ON CONFLICT (key) DO NOTHING"
-	st := idem.Statements{
+	st := dialect.Statements{
 		Claim:    insert + " RETURNING 1, 0, " + record,
 		Takeover: "UPDATE " + t + " SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at}, token = {token}, status = NULL WHERE key = {key} AND expires_at <= {created_at}",
 		Lookup:   "SELECT " + record + " FROM " + t + " WHERE key = {key}",
@@ -77,16 +79,16 @@ func (d tiny) Statements(table string, lockTimeout time.Duration) idem.Statement
 	return st
 }
 
-func (d tiny) Classify(err error) idem.ErrorKind {
+func (d tiny) Classify(err error) dialect.ErrorKind {
 	var te *tinyError
 	if errors.As(err, &te) && te.code == "conflict" {
-		return idem.ErrorRetry
+		return dialect.ErrorRetry
 	}
 	var se interface{ SQLState() string }
 	if d.sqlState && errors.As(err, &se) && se.SQLState() == "40001" {
-		return idem.ErrorRetry
+		return dialect.ErrorRetry
 	}
-	return idem.ErrorOther
+	return dialect.ErrorOther
 }
 
 // dialectCase is a dialect under test, and what the Mock must do for it.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -245,7 +246,7 @@ func testConflictAtCommit(t *testing.T, s *suite) {
 			if err := winner.Commit(ctx); err != nil {
 				t.Fatalf("the first commit: %v", err)
 			}
-			if err := loser.Commit(ctx); err == nil || s.d.Classify(err) != idem.ErrorRetry {
+			if err := loser.Commit(ctx); err == nil || s.d.Classify(err) != dialect.ErrorRetry {
 				t.Fatalf("the second commit: %v, want a conflict that the dialect classifies as ErrorRetry", err)
 			}
 			e.wantEffects(t, "k", 1)
@@ -626,7 +627,7 @@ func testTorture(t *testing.T, s *suite) {
 	// do not pass through here: one that should be ErrRetry and is not
 	// stays a failure.
 	conflict := func(err error) error {
-		if s.d.Classify(err) == idem.ErrorRetry {
+		if s.d.Classify(err) == dialect.ErrorRetry {
 			ownRetries.Add(1)
 			return fmt.Errorf("%w: %w", idem.ErrRetry, err)
 		}

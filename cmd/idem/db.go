@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // The environment variables that stand in for -dsn and -dialect, so that a
@@ -218,16 +219,16 @@ func (d *database) store(opts ...idem.Option) (*idem.Store, error) {
 // requires.
 func (d *database) quote(name string) string { return d.kind.quoteName(name) }
 
-// inspector returns the dialect's idem.TableInspector, which the built-in
+// inspector returns the dialect's dialect.TableInspector, which the built-in
 // dialects implement; ok is false for a dialect that does not.
-func (d *database) inspector() (idem.TableInspector, bool) {
-	ins, ok := d.dialect.(idem.TableInspector)
+func (d *database) inspector() (dialect.TableInspector, bool) {
+	ins, ok := d.dialect.(dialect.TableInspector)
 	return ins, ok
 }
 
 // notInspector says why the command cannot look at the table from outside.
 func (d *database) notInspector() string {
-	return fmt.Sprintf("the %s dialect does not implement idem.TableInspector", d.dialect.Name())
+	return fmt.Sprintf("the %s dialect does not implement dialect.TableInspector", d.dialect.Name())
 }
 
 // tableExists reports whether the table is there, so that a command on a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 func TestInferDialect(t *testing.T) {
@@ -134,8 +135,8 @@ func TestDialects(t *testing.T) {
 	// and is named in the help.
 	usage := runCmd(t, "-h").stdout
 	for _, k := range knownDialects {
-		if _, ok := k.dialect().(idem.TableInspector); !ok {
-			t.Errorf("the %s dialect does not implement idem.TableInspector", k.name)
+		if _, ok := k.dialect().(dialect.TableInspector); !ok {
+			t.Errorf("the %s dialect does not implement dialect.TableInspector", k.name)
 		}
 		if !strings.Contains(usage, "\n              "+k.name+" ") {
 			t.Errorf("idem -h does not describe -dialect %s:\n%s", k.name, usage)
@@ -152,12 +153,12 @@ func TestDialects(t *testing.T) {
 }
 
 // opaque is a dialect from outside package idem, which cannot look at its
-// table from outside: it does not implement idem.TableInspector.
+// table from outside: it does not implement dialect.TableInspector.
 type opaque struct{ idem.Dialect }
 
 func (opaque) Name() string { return "thirdparty" }
 
-// A command on a dialect that does not implement idem.TableInspector says so,
+// A command on a dialect that does not implement dialect.TableInspector says so,
 // goes on as if the table existed, and cannot tell its size.
 func TestThirdPartyDialect(t *testing.T) {
 	t.Parallel()
@@ -166,7 +167,7 @@ func TestThirdPartyDialect(t *testing.T) {
 	d := &database{kind: k, dialect: opaque{idem.SQLite()}, driver: "sqlite",
 		dsn: sqliteDSN(filepath.Join(t.TempDir(), "shop.db")), table: "keys"}
 	if _, ok := d.inspector(); ok {
-		t.Fatal("opaque implements idem.TableInspector")
+		t.Fatal("opaque implements dialect.TableInspector")
 	}
 	db, err := d.open(ctx, false)
 	if err != nil {
@@ -192,7 +193,7 @@ func TestThirdPartyDialect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db2.Close()
-	if want := "idem: not checking that table keys exists: the thirdparty dialect does not implement idem.TableInspector\n"; stderr.String() != want {
+	if want := "idem: not checking that table keys exists: the thirdparty dialect does not implement dialect.TableInspector\n"; stderr.String() != want {
 		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 	st, err := d.stats(ctx, db2, t0)
@@ -203,7 +204,7 @@ func TestThirdPartyDialect(t *testing.T) {
 	if err := d.printStats(&out, st, t0); err != nil {
 		t.Fatal(err)
 	}
-	if got := lines(out.String()); got[len(got)-1] != "size on disk  unknown: the thirdparty dialect does not implement idem.TableInspector" {
+	if got := lines(out.String()); got[len(got)-1] != "size on disk  unknown: the thirdparty dialect does not implement dialect.TableInspector" {
 		t.Errorf("stats:\n%s", out.String())
 	}
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // knownDialect is what the command knows of one dialect it can work with,
@@ -222,5 +223,5 @@ func (k *knownDialect) driver(flagValue string) (string, error) {
 // name as the dialect requires, so that a table named after a reserved word
 // works.
 func (k *knownDialect) quoteName(name string) string {
-	return idem.QuoteTable(name, k.quote)
+	return dialect.QuoteTable(name, k.quote)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/codec"
 )
@@ -182,7 +183,7 @@ func stuckError(d *database, k *keyFlags, op string, err error) error {
 	case errors.Is(err, idem.ErrPhasesCommitted):
 		return &exitCodeError{code: exitPhases, err: fmt.Errorf(
 			"key %s is a multi-step request that has committed phases, whose effects exist: nothing released; settle it, or undo what its phases and calls did and release it with -phases-undone (%s)", k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
-	case d.dialect.Classify(err) == idem.ErrorRetry:
+	case d.dialect.Classify(err) == dialect.ErrorRetry:
 		// On SQLite, a transaction that holds the key holds the whole
 		// database's write lock, and BEGIN gives up after the busy timeout.
 		return &exitCodeError{code: exitHeld, err: fmt.Errorf(

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/dbtest"
 )
@@ -103,7 +104,7 @@ func wantHeld(t *testing.T, tb *testDB, r result, key string) {
 	t.Helper()
 	r.wantCode(t, exitHeld)
 	want := `idem: a live request holds key "` + key + `": it is still running, and will finish or give up by itself; try again later`
-	if idem.CapabilitiesOf(tb.Dialect).OneWriter {
+	if dialect.CapabilitiesOf(tb.Dialect).OneWriter {
 		// The holder holds the whole database.
 		want = `idem: the ` + tb.Dialect.Name() + ` database is busy, perhaps with the request that holds key "` + key + `"; try again later (`
 	}

@@ -128,7 +128,7 @@ FROM ` + t
 }
 
 // tableSize measures the table with its indexes, each database its own way
-// (see idem.TableInspector), and says how. known is false when the dialect
+// (see dialect.TableInspector), and says how. known is false when the dialect
 // cannot measure tables.
 func (d *database) tableSize(ctx context.Context, db *sql.DB) (size int64, how string, known bool, err error) {
 	ins, ok := d.inspector()

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // measureBigTable compares claims into a table of smallRows live keys with
@@ -72,9 +72,9 @@ func measureBigTable(ctx context.Context, c config, d database) error {
 
 // tableMB returns the size of the idem table with its indexes, in MB.
 func (b *bench) tableMB(ctx context.Context) (int64, error) {
-	ins, ok := b.d.dialect.(idem.TableInspector)
+	ins, ok := b.d.dialect.(dialect.TableInspector)
 	if !ok {
-		return 0, fmt.Errorf("the %s dialect does not implement idem.TableInspector", b.d.dialect.Name())
+		return 0, fmt.Errorf("the %s dialect does not implement dialect.TableInspector", b.d.dialect.Name())
 	}
 	if b.d.analyze != "" {
 		if _, err := b.db.ExecContext(ctx, fmt.Sprintf(b.d.analyze, b.table)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
 // EnvTiDB names TiDB's server, which scripts/test starts only when asked
@@ -36,8 +37,8 @@ func TiDBServers() []Server {
 // commit.
 type optimistic struct{ idem.Dialect }
 
-func (d optimistic) Capabilities() idem.Capabilities {
-	c := idem.CapabilitiesOf(d.Dialect)
+func (d optimistic) Capabilities() dialect.Capabilities {
+	c := dialect.CapabilitiesOf(d.Dialect)
 	c.ConflictAtCommit = true
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/examples/ecosystem/internal/routertest"
 	"github.com/idemgo/idem/examples/ecosystem/internal/testdb"
 	"github.com/idemgo/idem/examples/ecosystem/routers/ginrouter"
@@ -97,9 +98,9 @@ func TestMiddlewareAnswers(t *testing.T) {
 // PostgreSQL reports a serialization failure.
 type conflictOnce struct{ idem.Dialect }
 
-func (d conflictOnce) Classify(err error) idem.ErrorKind {
+func (d conflictOnce) Classify(err error) dialect.ErrorKind {
 	if err != nil && strings.Contains(err.Error(), "injected conflict") {
-		return idem.ErrorRetry
+		return dialect.ErrorRetry
 	}
 	return d.Dialect.Classify(err)
 }

@@ -1,6 +1,7 @@
-package idem
+package dialect
 
 import (
+	"context"
 	"math"
 	"reflect"
 	"strconv"
@@ -69,11 +70,10 @@ func (mysql) Capabilities() Capabilities { return Capabilities{MinLockWait: time
 
 // claimProcedure names the claim's procedure of table, quoted: in the
 // table's database, the table's name with _claim appended. The names that
-// validateTable accepts leave room for the suffix within MySQL's 64
+// idem.WithTable accepts leave room for the suffix within MySQL's 64
 // characters.
 func claimProcedure(table string) string {
-	p, _ := quoteTable(table+"_claim", '`')
-	return p
+	return QuoteTable(table+"_claim", '`')
 }
 
 // claimProcedureSQL creates the claim's procedure of table (see MySQL).
@@ -97,8 +97,8 @@ func claimProcedure(table string) string {
 // only where the session's own differs: every statement of the procedure
 // costs the server time that each new key pays.
 func claimProcedureSQL(table string) string {
-	t, _ := quoteTable(table, '`')
-	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t, "{record}", mysqlRecord).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}(IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
+	t := QuoteTable(table, '`')
+	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t, "{record}", record).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}(IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
 SQL SECURITY INVOKER
 MODIFIES SQL DATA
 BEGIN
@@ -148,15 +148,16 @@ func (m mysql) Schema(table string) []string {
 	return append(m.mysqlFamily.Schema(table), claimProcedureSQL(table))
 }
 
-// Error numbers that hint names.
+// Error numbers that Hint names.
 const (
 	myProcDenied    = 1370 // EXECUTE command denied
 	tidbUnsupported = 8108 // TiDB: an unsupported statement, such as CREATE PROCEDURE
 )
 
-// hint says what the errors of a claim through the procedure most likely
-// mean.
-func (mysql) hint(err error) string {
+// Hint says what the errors of a claim through the procedure most likely
+// mean, and names the database family of an error that is not the MySQL
+// family's.
+func (mysql) Hint(err error) string {
 	n, _ := mysqlErrorNumber(err)
 	switch n {
 	case myDoesNotExist:
@@ -166,17 +167,18 @@ func (mysql) hint(err error) string {
 	case tidbUnsupported, mySyntaxError:
 		return "the MySQL dialect needs MySQL 8.0.29 or later, or MariaDB 10.6; TiDB has no stored procedures: use idem.TiDB()"
 	}
-	return ""
+	return wrongServer(err, "MySQL-family")
 }
 
-// mysqlFamily holds what MySQL and MariaDB share: the table, the
-// placeholders and the meaning of errors.
+// mysqlFamily holds what MySQL, MariaDB and TiDB share: the table, its
+// upgrades, the placeholders, the meaning of errors and the catalog.
 type mysqlFamily struct{}
 
 func (mysqlFamily) Placeholder(int) string { return "?" }
 
 func (mysqlFamily) Schema(table string) []string {
-	t, bare := quoteTable(table, '`')
+	t := QuoteTable(table, '`')
+	_, bare := splitTable(table)
 	return []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	` + "`key`" + `       VARBINARY(512) NOT NULL,
 	request_hash VARBINARY(64)  NOT NULL,
@@ -195,26 +197,27 @@ func (mysqlFamily) Schema(table string) []string {
 ) ENGINE=InnoDB`}
 }
 
-// upgrades adds the columns that tables made by earlier versions lack: the
+// Upgrades adds the columns that tables made by earlier versions lack: the
 // phase and lease of multi-step requests (the family's first table had the
 // token already), then the Resumer's back-off. Each goes at the end of the table, so they come in the
 // order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
 // only the check keeps a second run from adding a column twice; a table
 // named without its database is in the session's, DATABASE().
-func (mysqlFamily) upgrades(table string) []upgrade {
-	t, bare := quoteTable(table, '`')
+func (mysqlFamily) Upgrades(table string) []Upgrade {
+	t := QuoteTable(table, '`')
+	s, bare := splitTable(table)
 	schema := "DATABASE()"
-	if s, _, ok := strings.Cut(table, "."); ok {
+	if s != "" {
 		schema = "'" + s + "'"
 	}
-	column := func(name, def string) upgrade {
-		return upgrade{
-			check: `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ` + schema +
+	column := func(name, def string) Upgrade {
+		return Upgrade{
+			Check: `SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ` + schema +
 				` AND TABLE_NAME = '` + bare + `' AND COLUMN_NAME = '` + name + `'`,
-			apply: `ALTER TABLE ` + t + ` ADD COLUMN ` + name + ` ` + def,
+			Apply: `ALTER TABLE ` + t + ` ADD COLUMN ` + name + ` ` + def,
 		}
 	}
-	return []upgrade{
+	return []Upgrade{
 		column("phase", "VARBINARY(64) NULL"),
 		column("lease_until", "BIGINT NULL"),
 		column("resume_backoff", "BIGINT NULL"),
@@ -229,36 +232,15 @@ const (
 	mySPExists      = 1304 // MySQL's claim procedure
 )
 
-// existed: a table, column or index of the same name was there (see
-// upgrader); the MySQL family waits for a concurrent ALTER TABLE on the
-// table's metadata lock and then reports the column it added as a duplicate.
-func (mysqlFamily) existed(err error) bool {
-	n, ok := mysqlErrorNumber(err)
-	return ok && (n == myTableExists || n == myDupColumnName || n == myDupKeyName || n == mySPExists)
-}
-
-// myDoesNotExist is the error of ROLLBACK TO or RELEASE of a savepoint,
-// or of CALL of a procedure, that does not exist (ER_SP_DOES_NOT_EXIST).
+// myDoesNotExist is the error of CALL of a procedure that does not exist
+// (ER_SP_DOES_NOT_EXIST).
 const myDoesNotExist = 1305
-
-// savepointGone: Refusable set the savepoint, so it is gone only when the
-// transaction ended (see savepointLoser): the server rolled it back for a
-// deadlock or a snapshot conflict, or, against the rules of a Func, fn
-// ended it or released the savepoint. Running the transaction again is
-// right in each case.
-func (mysqlFamily) savepointGone(err error) bool {
-	n, ok := mysqlErrorNumber(err)
-	return ok && n == myDoesNotExist
-}
-
-// mysqlRecord lists the record columns.
-const mysqlRecord = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 
 // mysqlStatements returns the statements that MySQL and MariaDB share, with
 // the claim's write in ClaimWrite.
 func mysqlStatements(table string) Statements {
-	t, _ := quoteTable(table, '`')
-	r := strings.NewReplacer("{T}", t, "{record}", mysqlRecord, "{K}", "`key`",
+	t := QuoteTable(table, '`')
+	r := strings.NewReplacer("{T}", t, "{record}", record, "{K}", "`key`",
 		"{expired}", "expires_at <= VALUES(created_at)")
 	return Statements{
 		// ON DUPLICATE KEY UPDATE assigns left to right, so expires_at,
@@ -290,7 +272,26 @@ ON DUPLICATE KEY UPDATE
 		// the whole of it, held records included.
 		PurgeSelect: r.Replace(`SELECT {K} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
 		PurgeDelete: r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE p.{K} IN ({keys}) AND p.expires_at <= {now}`),
+		Run:         mysqlRun(t),
 	}
+}
+
+// mysqlClock is the MySQL family's clock for leases, in microseconds since
+// the Unix epoch: UTC_TIMESTAMP(6) is the statement's start, in UTC, so
+// that no time zone or change of daylight saving time moves a lease, as
+// SYSDATE's local time would.
+const mysqlClock = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+
+// mysqlRun is the shared statements of multi-step requests, with Progress
+// a locking read. A plain read sees the transaction's snapshot, which TiDB
+// takes at BEGIN: it would miss a record committed after it, which the
+// claim before it, a locking read, saw and locked. Locking, it reads the
+// latest. It waits for nothing: the claim holds the row already, or lost it
+// to a phase that runs, and the read then fails at once.
+func mysqlRun(t string) RunStatements {
+	s := runTemplate(t, "`key`", mysqlClock, "LEAST", "GREATEST")
+	s.Progress += " FOR UPDATE NOWAIT"
+	return s
 }
 
 // lockWaitSeconds rounds d up to whole seconds, as MariaDB counts lock waits.
@@ -321,6 +322,11 @@ func (mysqlFamily) Classify(err error) ErrorKind {
 		return ErrorOther
 	}
 	switch n {
+	case myTableExists, myDupColumnName, myDupKeyName, mySPExists:
+		// The MySQL family waits for a concurrent ALTER TABLE on the
+		// table's metadata lock and then reports the column it added
+		// as a duplicate.
+		return ErrorExists
 	case myDeadlock, myCheckRead,
 		tidbForUpdateConflict, tidbStaleWrite, tidbRetryable, tidbSchemaChanged, tidbWriteConflict:
 		return ErrorRetry
@@ -365,26 +371,28 @@ func mysqlError(err error) (uint16, string, bool) {
 	return 0, "", false
 }
 
-// errorChain lists err and every error it wraps, depth first.
-func errorChain(err error) []error {
-	var chain []error
-	var walk func(error)
-	walk = func(e error) {
-		for e != nil {
-			chain = append(chain, e)
-			switch u := e.(type) {
-			case interface{ Unwrap() []error }:
-				for _, inner := range u.Unwrap() {
-					walk(inner)
-				}
-				return
-			case interface{ Unwrap() error }:
-				e = u.Unwrap()
-			default:
-				return
-			}
-		}
-	}
-	walk(err)
-	return chain
+// The catalog answers TableInspector's questions.
+var _ TableInspector = mysqlFamily{}
+
+// TableExists looks in information_schema.tables, in the connection's
+// current database unless the name has a schema.
+func (mysqlFamily) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+	schema, name := splitTable(table)
+	var ok bool
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
+		nullIfEmpty(schema), name).Scan(&ok)
+	return ok, err
+}
+
+// TableSize adds data_length and index_length from
+// information_schema.tables, which InnoDB updates from time to time (and
+// ANALYZE TABLE at once), so it lags behind recent writes. A missing table
+// measures 0.
+func (mysqlFamily) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
+	schema, name := splitTable(table)
+	var size int64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(data_length + index_length), 0)
+FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
+		nullIfEmpty(schema), name).Scan(&size)
+	return size, "table and indexes (information_schema.tables, as of InnoDB's last statistics)", err
 }

@@ -1,6 +1,7 @@
-package idem
+package dialect
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -33,7 +34,8 @@ func (sqlite) Name() string { return "sqlite" }
 func (sqlite) Placeholder(n int) string { return NumberedPlaceholder("?", n) }
 
 func (sqlite) Schema(table string) []string {
-	t, bare := quoteTable(table, '"')
+	t := QuoteTable(table, '"')
+	_, bare := splitTable(table)
 	// SQLite names an index in the table's schema by qualifying the index.
 	index := `"` + bare + `_expires_at"`
 	if schema, _, ok := strings.Cut(table, "."); ok {
@@ -58,23 +60,23 @@ func (sqlite) Schema(table string) []string {
 	}
 }
 
-// upgrades adds the columns that tables made by earlier versions lack: the
+// Upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
 // multi-step requests, then the Resumer's back-off. Each goes at the end of the table, so they come in
 // the order of a new table's columns.
-func (sqlite) upgrades(table string) []upgrade {
-	t, bare := quoteTable(table, '"')
-	schema := "main"
-	if s, _, ok := strings.Cut(table, "."); ok {
-		schema = s
+func (sqlite) Upgrades(table string) []Upgrade {
+	t := QuoteTable(table, '"')
+	schema, bare := splitTable(table)
+	if schema == "" {
+		schema = "main"
 	}
-	column := func(name, def string) upgrade {
-		return upgrade{
-			check: `SELECT count(*) FROM pragma_table_info('` + bare + `', '` + schema + `') WHERE name = '` + name + `'`,
-			apply: `ALTER TABLE ` + t + ` ADD COLUMN ` + name + ` ` + def,
+	column := func(name, def string) Upgrade {
+		return Upgrade{
+			Check: `SELECT count(*) FROM pragma_table_info('` + bare + `', '` + schema + `') WHERE name = '` + name + `'`,
+			Apply: `ALTER TABLE ` + t + ` ADD COLUMN ` + name + ` ` + def,
 		}
 	}
-	return []upgrade{
+	return []Upgrade{
 		column("token", "INTEGER NOT NULL DEFAULT 0"),
 		column("phase", "TEXT"),
 		column("lease_until", "INTEGER"),
@@ -82,21 +84,17 @@ func (sqlite) upgrades(table string) []upgrade {
 	}
 }
 
-// existed: a column of the same name was there (see upgrader), added by
-// another connection after this one's check. SQLite reports it as a plain
-// SQLITE_ERROR, so only its message tells it apart; CREATE ... IF NOT
-// EXISTS runs under the database's write lock and never collides.
-func (sqlite) existed(err error) bool {
-	var e interface{ Code() int }
-	if !errors.As(err, &e) || e.Code()&0xff != sqliteError {
-		return false
-	}
+// sqliteExists reports whether err, a plain SQLITE_ERROR, says that a
+// column of the same name was there (see ErrorExists), added by another
+// connection after this one's check: SQLite has no code of its own for it,
+// so only its message tells it apart. CREATE ... IF NOT EXISTS runs under
+// the database's write lock and never collides.
+func sqliteExists(err error) bool {
 	return strings.Contains(err.Error(), "duplicate column name")
 }
 
 func (sqlite) Statements(table string, _ time.Duration) Statements {
-	t, _ := quoteTable(table, '"')
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
+	t := QuoteTable(table, '"')
 	r := strings.NewReplacer("{T}", t, "{record}", record)
 	return Statements{
 		// The claim returns a row only when it inserted; Do then reads
@@ -113,8 +111,14 @@ RETURNING 1, 0, {record}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE key IN (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
+		Run:      runTemplate(t, "key", sqliteClock, "min", "max"),
 	}
 }
+
+// sqliteClock is SQLite's clock for leases, in microseconds since the Unix
+// epoch: the host's, to the millisecond, which every process on the host
+// shares.
+const sqliteClock = `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
 
 // SQLite primary result codes that a Store acts on. Extended codes, such as
 // SQLITE_BUSY_SNAPSHOT (517), carry the primary code in their low byte.
@@ -133,9 +137,53 @@ func (sqlite) Classify(err error) ErrorKind {
 	switch e.Code() & 0xff {
 	case sqliteBusy, sqliteLocked:
 		return ErrorRetry
+	case sqliteError:
+		if sqliteExists(err) {
+			return ErrorExists
+		}
 	}
 	return ErrorOther
 }
 
+// Hint names the database family of an error that is not SQLite's.
+func (sqlite) Hint(err error) string { return wrongServer(err, "SQLite") }
+
 // Capabilities says that SQLite runs one writer at a time.
 func (sqlite) Capabilities() Capabilities { return Capabilities{OneWriter: true} }
+
+// The catalog answers TableInspector's questions.
+var _ TableInspector = sqlite{}
+
+// TableExists looks in the sqlite_master of the table's schema, main
+// unless the name has one.
+func (sqlite) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+	schema, name := splitTable(table)
+	master := "sqlite_master"
+	if schema != "" {
+		master = QuoteTable(schema, '"') + ".sqlite_master"
+	}
+	var ok bool
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM `+master+` WHERE type = 'table' AND name = ?`, name).Scan(&ok)
+	return ok, err
+}
+
+// TableSize adds the pages of the table and its indexes from the dbstat
+// virtual table, which modernc.org/sqlite compiles in; where it is missing,
+// it measures the whole database file instead, and says so. A missing table
+// measures 0.
+func (sqlite) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
+	schema, name := splitTable(table)
+	if schema == "" {
+		schema = "main"
+	}
+	s := QuoteTable(schema, '"')
+	var size int64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat(?)
+WHERE name IN (SELECT name FROM `+s+`.sqlite_master WHERE tbl_name = ?)`,
+		schema, name).Scan(&size)
+	if err == nil {
+		return size, "table and indexes (dbstat)", nil
+	}
+	err = q.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&size)
+	return size, "the whole database file (page_count * page_size; dbstat is not available)", err
+}

@@ -1,4 +1,4 @@
-package idem
+package dialect
 
 import (
 	"strconv"
@@ -34,12 +34,12 @@ func (tidb) Name() string { return "tidb" }
 
 func (tidb) Statements(table string, lockTimeout time.Duration) Statements {
 	st := mysqlStatements(table)
-	t, _ := quoteTable(table, '`')
+	t := QuoteTable(table, '`')
 	hint := "/*+ SET_VAR(innodb_lock_wait_timeout = " + strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ") */"
 	hinted := func(q, verb string) string { return strings.Replace(q, verb, verb+" "+hint, 1) }
 	st.ClaimWrite = hinted(st.ClaimWrite, "INSERT")
 	// The insert holds the record, so the read waits for nothing.
-	st.Claim = "SELECT token = {token}, 0, " + mysqlRecord + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
+	st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
 	// A purge's batch that waits for a held record gives up after the
 	// Store's lock timeout, and Purge answers ErrRetry.
 	st.PurgeSelect = hinted(st.PurgeSelect, "SELECT")
@@ -64,3 +64,7 @@ func (d tidb) Classify(err error) ErrorKind {
 // Capabilities says that a claim waits at least a second: TiDB accepts no
 // innodb_lock_wait_timeout below 1.
 func (tidb) Capabilities() Capabilities { return Capabilities{MinLockWait: time.Second} }
+
+// Hint names the database family of an error that is not the MySQL
+// family's.
+func (tidb) Hint(err error) string { return wrongServer(err, "MySQL-family") }

@@ -1,6 +1,7 @@
-package idem
+package dialect
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -33,7 +34,8 @@ func (postgres) Name() string { return "postgres" }
 func (postgres) Placeholder(n int) string { return NumberedPlaceholder("$", n) }
 
 func (postgres) Schema(table string) []string {
-	t, bare := quoteTable(table, '"')
+	t := QuoteTable(table, '"')
+	_, bare := splitTable(table)
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	key          bytea   PRIMARY KEY,
@@ -53,19 +55,19 @@ func (postgres) Schema(table string) []string {
 	}
 }
 
-// upgrades adds the columns that tables made by earlier versions lack: the
+// Upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
 // multi-step requests, then the Resumer's back-off. Each goes at the end of the table, so they come in
 // the order of a new table's columns.
-func (postgres) upgrades(table string) []upgrade {
-	t, _ := quoteTable(table, '"')
-	column := func(name, def string) upgrade {
-		return upgrade{
-			check: `SELECT count(*) FROM pg_attribute WHERE attrelid = '` + t + `'::regclass AND attname = '` + name + `' AND NOT attisdropped`,
-			apply: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS ` + name + ` ` + def,
+func (postgres) Upgrades(table string) []Upgrade {
+	t := QuoteTable(table, '"')
+	column := func(name, def string) Upgrade {
+		return Upgrade{
+			Check: `SELECT count(*) FROM pg_attribute WHERE attrelid = '` + t + `'::regclass AND attname = '` + name + `' AND NOT attisdropped`,
+			Apply: `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS ` + name + ` ` + def,
 		}
 	}
-	return []upgrade{
+	return []Upgrade{
 		column("token", "bigint NOT NULL DEFAULT 0"),
 		column("phase", "text"),
 		column("lease_until", "bigint"),
@@ -82,19 +84,17 @@ const (
 	pgDuplicateTable  = "42P07"
 )
 
-// existed: the object was created by a concurrent transaction (see
-// upgrader). CREATE ... IF NOT EXISTS looks for the name before it takes
+// pgExists reports whether the SQLSTATE state says that the object of a
+// statement of Schema or Upgrades was created by a concurrent transaction
+// (see ErrorExists). CREATE ... IF NOT EXISTS looks for the name before it takes
 // any lock, so two statements may both go on to create it; the second then
 // waits for the first's rows in pg_type or pg_class and fails with a unique
 // violation on that catalog's index once the first commits, or, if the
 // first had committed already, says that the type or relation exists.
-// Migrate sends no statement that could violate a unique index of data.
-func (postgres) existed(err error) bool {
-	var e interface{ SQLState() string }
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.SQLState() {
+// Migrate sends no statement that could violate a unique index of data,
+// and the Store reads ErrorExists from no other statement.
+func pgExists(state string) bool {
+	switch state {
 	case pgUniqueViolation, pgDuplicateColumn, pgDuplicateObject, pgDuplicateTable:
 		return true
 	}
@@ -102,8 +102,7 @@ func (postgres) existed(err error) bool {
 }
 
 func (postgres) Statements(table string, _ time.Duration) Statements {
-	t, _ := quoteTable(table, '"')
-	const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
+	t := QuoteTable(table, '"')
 	r := strings.NewReplacer("{T}", t, "{record}", record,
 		"{lock}", `{lock_id}::bigint # ('`+t+`'::regclass::oid::bigint << 32)`)
 	return Statements{
@@ -138,7 +137,22 @@ FROM (VALUES (1)) AS one LEFT JOIN {T} AS r ON r.key = {key}::bytea`),
 		// until they are deleted.
 		PurgeSelect: r.Replace(`SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
 		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE key IN ({keys}) AND expires_at <= {now}`),
+		Run:         postgresRun(t),
 	}
+}
+
+// postgresClock is PostgreSQL's clock for leases, in microseconds since the
+// Unix epoch: clock_timestamp(), since now() is the transaction's start.
+const postgresClock = `(extract(epoch from clock_timestamp()) * 1000000)::bigint`
+
+// postgresRun adds to the shared statements of multi-step requests the
+// advisory lock of the claim, which a phase holds while it runs.
+func postgresRun(t string) RunStatements {
+	s := runTemplate(t, "key", postgresClock, "LEAST", "GREATEST")
+	key := `({lock_id}::bigint # ('` + t + `'::regclass::oid::bigint << 32))`
+	s.Lock = `SELECT pg_advisory_xact_lock` + key
+	s.TryLock = `SELECT pg_try_advisory_xact_lock` + key
+	return s
 }
 
 // PostgreSQL error codes (SQLSTATE) that a Store acts on.
@@ -154,7 +168,11 @@ func (postgres) Classify(err error) ErrorKind {
 	if !errors.As(err, &e) {
 		return ErrorOther
 	}
-	switch e.SQLState() {
+	state := e.SQLState()
+	if pgExists(state) {
+		return ErrorExists
+	}
+	switch state {
 	case pgSerializationFailure, pgDeadlockDetected, pgLockNotAvailable:
 		// A lock_timeout that the caller set fires as 55P03, and, like
 		// every error in PostgreSQL, aborts the whole transaction: the
@@ -163,4 +181,28 @@ func (postgres) Classify(err error) ErrorKind {
 		return ErrorRetry
 	}
 	return ErrorOther
+}
+
+// Hint names the database family of an error that is not PostgreSQL's.
+func (postgres) Hint(err error) string { return wrongServer(err, "PostgreSQL") }
+
+// The catalog answers TableInspector's questions.
+var _ TableInspector = postgres{}
+
+// TableExists asks to_regclass, which finds the table as the Store's
+// statements do: on the search_path unless the name has a schema.
+func (postgres) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+	t := QuoteTable(table, '"')
+	var ok bool
+	err := q.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, t).Scan(&ok)
+	return ok, err
+}
+
+// TableSize is pg_total_relation_size: the table, its indexes and its
+// TOAST table. A missing table measures 0.
+func (postgres) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
+	t := QuoteTable(table, '"')
+	var size int64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(pg_total_relation_size(to_regclass($1)), 0)`, t).Scan(&size)
+	return size, "table, indexes and TOAST (pg_total_relation_size)", err
 }

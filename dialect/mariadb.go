@@ -1,4 +1,4 @@
-package idem
+package dialect
 
 import (
 	"strconv"
@@ -39,8 +39,8 @@ func (mariadb) Name() string { return "mariadb" }
 
 func (mariadb) Statements(table string, lockTimeout time.Duration) Statements {
 	st := mysqlStatements(table)
-	t, _ := quoteTable(table, '`')
-	r := strings.NewReplacer("{T}", t, "{K}", "`key`", "{record}", mysqlRecord,
+	t := QuoteTable(table, '`')
+	r := strings.NewReplacer("{T}", t, "{K}", "`key`", "{record}", record,
 		"{wait}", strconv.FormatInt(lockWaitSeconds(lockTimeout), 10))
 	// On a live record the update changes nothing, and RETURNING shows
 	// the record as it is. The update assigns one column and nothing
@@ -72,11 +72,12 @@ RETURNING token = {token}, 0, {record}`)
 // mySyntaxError is the error of a statement that the server cannot parse.
 const mySyntaxError = 1064
 
-// hint says what a syntax error most likely means: a server of the MySQL
-// family other than MariaDB, which lacks RETURNING and SET STATEMENT.
-func (mariadb) hint(err error) string {
+// Hint says what a syntax error most likely means: a server of the MySQL
+// family other than MariaDB, which lacks RETURNING and SET STATEMENT. It
+// names the database family of an error that is not the MySQL family's.
+func (mariadb) Hint(err error) string {
 	if n, ok := mysqlErrorNumber(err); ok && n == mySyntaxError {
 		return "the MariaDB dialect needs MariaDB 10.5 or later; for MySQL, use idem.MySQL(), and for TiDB, idem.TiDB()"
 	}
-	return ""
+	return wrongServer(err, "MySQL-family")
 }

@@ -1,0 +1,246 @@
+package idem
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The binder turns a dialect's statements, written with {name} parameters,
+// into SQL with the dialect's placeholders and the list of values to bind,
+// once, in New.
+
+// param names one value a statement can bind.
+type param uint8
+
+const (
+	paramKey param = iota
+	paramRequestHash
+	paramCreatedAt
+	paramExpiresAt
+	paramStatus
+	paramHeader
+	paramBody
+	paramChecksum
+	paramNow
+	paramLimit
+	paramToken
+	paramLockID
+	paramKeys
+	// The parameters of multi-step requests, which only the statements
+	// of RunStatements bind.
+	paramPhase
+	paramLease
+	paramClockOffset
+	paramPrevToken
+	paramBackoffBase
+	paramBackoffMax
+)
+
+// paramNames are the names of the parameters in SQL, as {name}.
+var paramNames = [...]string{
+	paramKey:         "key",
+	paramRequestHash: "request_hash",
+	paramCreatedAt:   "created_at",
+	paramExpiresAt:   "expires_at",
+	paramStatus:      "status",
+	paramHeader:      "header",
+	paramBody:        "body",
+	paramChecksum:    "checksum",
+	paramNow:         "now",
+	paramLimit:       "limit",
+	paramToken:       "token",
+	paramLockID:      "lock_id",
+	paramKeys:        "keys",
+	paramPhase:       "phase",
+	paramLease:       "lease",
+	paramClockOffset: "clock_offset",
+	paramPrevToken:   "prev_token",
+	paramBackoffBase: "backoff_base",
+	paramBackoffMax:  "backoff_max",
+}
+
+func paramByName(name string) (param, bool) {
+	for p, n := range paramNames {
+		if n == name {
+			return param(p), true
+		}
+	}
+	return 0, false
+}
+
+// values holds everything a statement may bind.
+type values struct {
+	key, requestHash       []byte
+	createdAt, expiresAt   int64
+	status                 int64
+	header, body, checksum []byte
+	now                    int64
+	limit                  int64
+	token, lockID          int64
+	keys                   [][]byte // the batch of a purge, for {keys}
+	phase                  string   // a multi-step request's recovery point
+	lease, prevToken       int64    // its lease's length, and the token it takes over
+	clockOffset            int64    // added to the database's clock (internal/testhook)
+
+	// argBuf holds the arguments of the statement being sent, which
+	// database/sql copies before the call returns, and keyArg the key
+	// boxed once for all the statements of a call.
+	argBuf [8]any
+	keyArg any
+}
+
+func (v *values) get(p param) any {
+	switch p {
+	case paramKey:
+		if v.keyArg == nil {
+			v.keyArg = v.key
+		}
+		return v.keyArg
+	case paramRequestHash:
+		return v.requestHash
+	case paramCreatedAt:
+		return v.createdAt
+	case paramExpiresAt:
+		return v.expiresAt
+	case paramStatus:
+		return v.status
+	case paramHeader:
+		return v.header
+	case paramBody:
+		return v.body
+	case paramChecksum:
+		return v.checksum
+	case paramNow:
+		return v.now
+	case paramLimit:
+		return v.limit
+	case paramToken:
+		return v.token
+	case paramPhase:
+		return v.phase
+	case paramLease:
+		return v.lease
+	case paramClockOffset:
+		return v.clockOffset
+	case paramPrevToken:
+		return v.prevToken
+	case paramBackoffBase:
+		return resumeBackoffBase.Microseconds()
+	case paramBackoffMax:
+		return resumeBackoffMax.Microseconds()
+	default:
+		return v.lockID
+	}
+}
+
+// statement is one SQL text with its {name} parameters replaced by
+// placeholders, and the values to bind, in order.
+type statement struct {
+	query  string
+	params []param
+}
+
+func (s *statement) uses(p param) bool { return contains(s.params, p) }
+
+func (s *statement) args(v *values) []any {
+	args := v.argBuf[:0]
+	k := 0
+	for _, p := range s.params {
+		if p == paramKeys {
+			args = append(args, v.keys[k])
+			k++
+			continue
+		}
+		args = append(args, v.get(p))
+	}
+	return args
+}
+
+// bind replaces the {name} parameters of sql with d's placeholders. Only the
+// names in allowed may appear: a dialect that binds something a statement
+// does not provide fails in New, not at run time. A {keys} list becomes
+// one placeholder.
+func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
+	return bindList(d, what, sql, 1, allowed...)
+}
+
+// bindList is bind with {keys} replaced by n placeholders, separated by
+// commas, each bound to one key of values.keys in turn.
+func bindList(d Dialect, what, sql string, n int, allowed ...param) (statement, error) {
+	numbered := d.Placeholder(1) != d.Placeholder(2)
+	var (
+		b      strings.Builder
+		params []param
+		seen   = map[param]int{}
+	)
+	for {
+		i := strings.IndexByte(sql, '{')
+		if i < 0 {
+			b.WriteString(sql)
+			break
+		}
+		j := strings.IndexByte(sql[i:], '}')
+		name := ""
+		if j > 0 {
+			name = sql[i+1 : i+j]
+		}
+		p, known := paramByName(name)
+		switch {
+		case known:
+		case isIdent(name):
+			return statement{}, fmt.Errorf("%w: %s dialect: %s statement binds unknown parameter {%s}", ErrInvalidArgument, d.Name(), what, name)
+		default: // a brace that is not a parameter
+			b.WriteString(sql[:i+1])
+			sql = sql[i+1:]
+			continue
+		}
+		if !contains(allowed, p) {
+			return statement{}, fmt.Errorf("%w: %s dialect: %s statement cannot bind {%s}", ErrInvalidArgument, d.Name(), what, name)
+		}
+		b.WriteString(sql[:i])
+		if p == paramKeys {
+			for k := range n {
+				if k > 0 {
+					b.WriteString(", ")
+				}
+				params = append(params, p)
+				b.WriteString(d.Placeholder(len(params)))
+			}
+			sql = sql[i+j+1:]
+			continue
+		}
+		if n, ok := seen[p]; ok && numbered {
+			b.WriteString(d.Placeholder(n))
+		} else {
+			params = append(params, p)
+			seen[p] = len(params)
+			b.WriteString(d.Placeholder(len(params)))
+		}
+		sql = sql[i+j+1:]
+	}
+	return statement{query: b.String(), params: params}, nil
+}
+
+func contains(ps []param, p param) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z':
+		case '0' <= r && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

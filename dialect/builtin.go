@@ -1,0 +1,109 @@
+package dialect
+
+import (
+	"errors"
+	"strings"
+)
+
+// This file holds the SQL and the error reading that several built-in
+// dialects share; each database's own file holds the rest.
+
+// record lists the record columns, in the order that Statements gives.
+const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
+
+// takeoverTemplate is the Takeover of the built-in dialects that take over
+// an expired record in a statement of their own, with key, the key column
+// as the dialect quotes it, and {T} for the table.
+func takeoverTemplate(key string) string {
+	return `UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
+	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
+WHERE ` + key + ` = {key} AND expires_at <= {created_at}`
+}
+
+// runTemplate writes the statements of multi-step requests for the quoted
+// table t and key column k, on a database whose clock, in microseconds
+// since the Unix epoch, the expression clock reads, and whose functions of
+// the smaller and the larger of two numbers are least and greatest.
+func runTemplate(t, k, clock, least, greatest string) RunStatements {
+	r := strings.NewReplacer("{T}", t, "{K}", k, "{NOW}", "("+clock+" + {clock_offset})",
+		"{LEAST}", least, "{GREATEST}", greatest)
+	const (
+		mine       = `{K} = {key} AND token = {token} AND status IS NULL`
+		lease      = `lease_until = {NOW} + {lease}`
+		advance    = `UPDATE {T} SET token = {token}, ` + lease + ` WHERE {K} = {key} AND token = {prev_token} AND status IS NULL`
+		unfinished = `SELECT {K}, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW} FROM {T}
+WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}`
+	)
+	return RunStatements{
+		Start:      r.Replace(`UPDATE {T} SET phase = {phase}, ` + lease + `, expires_at = {expires_at} WHERE ` + mine),
+		Progress:   r.Replace(`SELECT phase, lease_until, token, created_at, {NOW} FROM {T} WHERE {K} = {key} AND status IS NULL AND phase IS NOT NULL`),
+		Takeover:   r.Replace(advance + ` AND phase IS NOT NULL AND lease_until <= {NOW}`),
+		Advance:    r.Replace(advance),
+		Mark:       r.Replace(`UPDATE {T} SET phase = {phase}, ` + lease + ` WHERE ` + mine),
+		Renew:      r.Replace(`UPDATE {T} SET ` + lease + ` WHERE ` + mine),
+		Finish:     r.Replace(`UPDATE {T} SET phase = {phase}, status = {status}, header = {header}, body = {body}, checksum = {checksum}, expires_at = {expires_at} WHERE ` + mine),
+		Release:    r.Replace(`UPDATE {T} SET lease_until = {NOW} WHERE {K} = {key} AND (token = {token} OR token = {prev_token}) AND status IS NULL`),
+		Unfinished: r.Replace(unfinished + "\nORDER BY created_at LIMIT {limit}"),
+		Resumable:  r.Replace(unfinished + " AND lease_until + COALESCE(resume_backoff, 0) <= {NOW}\nORDER BY created_at LIMIT {limit}"),
+		Backoff: r.Replace(`UPDATE {T} SET resume_backoff = {LEAST}({backoff_max}, COALESCE(resume_backoff * 2, {backoff_base})),
+lease_until = {GREATEST}(lease_until, {NOW}) WHERE {K} = {key} AND status IS NULL AND phase IS NOT NULL`),
+	}
+}
+
+// family names the database that sent err, by the error types of the
+// drivers the built-in dialects serve: "PostgreSQL", "MySQL-family" or
+// "SQLite"; "" when err is none of theirs.
+func family(err error) string {
+	var pg interface{ SQLState() string }
+	var lite interface{ Code() int }
+	_, _, my := mysqlError(err)
+	switch {
+	case errors.As(err, &pg):
+		return "PostgreSQL"
+	case my:
+		return "MySQL-family"
+	case errors.As(err, &lite):
+		return "SQLite"
+	}
+	return ""
+}
+
+// wrongServer is the hint of a built-in dialect for an error that another
+// database family sent: the Store was made with the dialect of another
+// database than the one it talks to.
+func wrongServer(err error, self string) string {
+	f := family(err)
+	if f == "" || f == self {
+		return ""
+	}
+	use := map[string]string{
+		"PostgreSQL":   "idem.Postgres()",
+		"MySQL-family": "idem.MySQL(), idem.MariaDB() or idem.TiDB()",
+		"SQLite":       "idem.SQLite()",
+	}[f]
+	return "the error is " + f + "'s, and the dialect is for " + self + ": make the Store with " + use
+}
+
+// errorChain lists err and every error it wraps, depth first.
+func errorChain(err error) []error {
+	var chain []error
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil {
+			chain = append(chain, e)
+			switch u := e.(type) {
+			case interface{ Unwrap() []error }:
+				for _, inner := range u.Unwrap() {
+					walk(inner)
+				}
+				return
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			default:
+				return
+			}
+		}
+	}
+	walk(err)
+	return chain
+}
