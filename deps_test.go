@@ -1,0 +1,46 @@
+package idem_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// drivers are the module paths of the SQL drivers that idem is tested
+// with, and of go-sqlmock: none may be built into a service that imports
+// the library, which leaves the choice of driver to the service.
+var drivers = []string{
+	"github.com/lib/pq",
+	"github.com/jackc/pgx",
+	"github.com/go-sql-driver/mysql",
+	"modernc.org/sqlite",
+	"github.com/mattn/go-sqlite3",
+	"github.com/DATA-DOG/go-sqlmock",
+}
+
+// TestPackagesPullNoDriver lists, with go list -deps, what the library's
+// packages that services import bring into a binary, and fails on a SQL
+// driver among them.
+func TestPackagesPullNoDriver(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go command to list the dependencies with: %v", err)
+	}
+	for _, pkg := range []string{"github.com/idemgo/idem", "github.com/idemgo/idem/dialect", "github.com/idemgo/idem/idemhttp"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, "database/sql") {
+			t.Fatalf("go list -deps %s lists no database/sql: %q", pkg, deps)
+		}
+		for _, d := range deps {
+			for _, drv := range drivers {
+				if d == drv || strings.HasPrefix(d, drv+"/") {
+					t.Errorf("%s pulls in %s", pkg, d)
+				}
+			}
+		}
+	}
+}
