@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+
+	"github.com/idemgo/idem/dialect"
 )
 
-// Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn.
-type Querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn, as
+// a dialect's TableInspector does.
+type Querier = dialect.Querier
 
 // Lookup returns the live record of key, as a Result: Replay with the stored
 // response when the request finished, InFlight when its record was committed
