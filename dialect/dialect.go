@@ -18,8 +18,9 @@ import (
 )
 
 // Dialect is what a Store needs to know about one database family. A Store
-// calls Placeholder, Schema, Upgrades and Statements once, in idem.New, and
-// Classify for every error a statement returns.
+// calls Schema and Statements once, in idem.New; Placeholder when it binds
+// statements, in New and for each batch of a purge; Upgrades in every
+// Migrate; and Classify for every error a statement returns.
 type Dialect interface {
 	// Name is a short lower-case name for messages, such as "postgres".
 	Name() string
