@@ -208,7 +208,8 @@ func (d badStatements) Schema(table string) []string {
 func (d badStatements) Capabilities() dialect.Capabilities { return dialect.CapabilitiesOf(d.Dialect) }
 
 // TestNewChecksDialectStatements shows that a dialect's mistakes in its SQL
-// parameters fail New, and that braces which are not parameters pass.
+// parameters fail New, as do Run's statements given in part, and that braces
+// which are not parameters pass.
 func TestNewChecksDialectStatements(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -234,6 +235,13 @@ func TestNewChecksDialectStatements(t *testing.T) {
 		{"a claim lost that cannot have a value of the claim", func(st *dialect.Statements) {
 			st.ClaimLost += " AND {token} <> 0"
 		}, false, idem.Postgres()},
+		// Run's statements come all or none, Lock and TryLock together.
+		{"no Run statements", func(st *dialect.Statements) { st.Run = dialect.RunStatements{} }, true, nil},
+		{"some Run statements", func(st *dialect.Statements) { st.Run.Renew = "" }, false, nil},
+		{"Lock without TryLock", func(st *dialect.Statements) { st.Run.TryLock = "" }, false, idem.Postgres()},
+		{"a Run statement that cannot have a parameter", func(st *dialect.Statements) {
+			st.Run.Renew += " AND {status} IS NULL"
+		}, false, nil},
 	} {
 		d := c.dialect
 		if d == nil {
