@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/txn"
+	"github.com/idemgo/idem/driver"
 )
 
 // Polling for a busy key starts at pollMin and doubles up to pollMax.
@@ -36,7 +36,7 @@ type claimAnswer struct {
 // another outcome from the record it found. first, when it is not nil, is
 // the answer of a claim already sent, with the BEGIN, which the first round
 // takes instead of sending the claim again.
-func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claimAnswer) (Result, bool, error) {
+func (s *Store) claimKey(ctx context.Context, tx driver.Tx, v *values, first *claimAnswer) (Result, bool, error) {
 	var (
 		deadline time.Time
 		poll     = pollMin
@@ -105,7 +105,7 @@ func (s *Store) claimKey(ctx context.Context, tx txn.Tx, v *values, first *claim
 // runClaim runs the claim once: its write, where the dialect separates it,
 // then the statement that answers, and the dialect's ClaimLost when that
 // returned no row.
-func (s *Store) runClaim(ctx context.Context, tx txn.Tx, v *values) claimAnswer {
+func (s *Store) runClaim(ctx context.Context, tx driver.Tx, v *values) claimAnswer {
 	if s.claimWrite.query != "" {
 		if _, err := tx.Exec(ctx, s.claimWrite.query, s.claimWrite.args(v)...); err != nil {
 			return claimAnswer{err: err}
@@ -172,7 +172,7 @@ func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error
 
 // findIn runs the lookup statement through q: a transaction, or a
 // database outside any.
-func (s *Store) findIn(ctx context.Context, q txn.Querier, key []byte) (*record, error) {
+func (s *Store) findIn(ctx context.Context, q driver.Tx, key []byte) (*record, error) {
 	return s.scanRecord(func(dest ...any) error {
 		return q.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
 	})

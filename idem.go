@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 	"github.com/idemgo/idem/internal/codec"
-	"github.com/idemgo/idem/internal/txn"
 )
 
 // Limits on the inputs of Do.
@@ -346,14 +346,14 @@ func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, 
 	if fn != nil {
 		run = func(ctx context.Context) (Response, error) { return fn(ctx, tx) }
 	}
-	return s.doCall(ctx, txn.SQL{Tx: tx}, key, reqHash, run)
+	return s.doCall(ctx, sqlTx{tx}, key, reqHash, run)
 }
 
 // doCall is Do on any driver's transaction tx, for a Store that was
 // checked: run is the Func with the driver's own transaction, nil for a nil
 // Func. It checks the other arguments and reports the call to the
 // observers.
-func (s *Store) doCall(ctx context.Context, tx txn.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
+func (s *Store) doCall(ctx context.Context, tx driver.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
 	if err := validateCall(key, reqHash, run == nil); err != nil {
 		return Result{}, err
 	}
@@ -391,7 +391,7 @@ func (s *Store) newValues(key string, reqHash []byte) *values {
 // key in the meantime.
 //
 // run is fn with the driver's own transaction, which tx carries.
-func (s *Store) do(ctx context.Context, tx txn.Tx, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
+func (s *Store) do(ctx context.Context, tx driver.Tx, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	res, claimed, err := s.claimKey(ctx, tx, v, nil)
 	wait := s.since(claimStart)
@@ -487,7 +487,7 @@ func (s *Store) prepareResponse(v *values, resp Response) error {
 // survive: on PostgreSQL it is aborted, on MySQL already rolled back, so
 // nothing more is sent. Otherwise a failed delete means a transaction that is
 // already broken and cannot commit, and adds nothing to cause.
-func (s *Store) abandonClaim(ctx context.Context, tx txn.Tx, v *values, cause error) error {
+func (s *Store) abandonClaim(ctx context.Context, tx driver.Tx, v *values, cause error) error {
 	if errors.Is(cause, ErrRetry) {
 		return cause
 	}

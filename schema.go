@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 )
 
 // Schema returns the statements that create the table and its index, for
@@ -42,17 +43,11 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 	if db == nil {
 		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
-	return s.migrate(ctx, func(ctx context.Context, q string) error {
-		_, err := db.ExecContext(ctx, q)
-		return err
-	}, func(ctx context.Context, q string) (n int, err error) {
-		err = db.QueryRowContext(ctx, q).Scan(&n)
-		return n, err
-	})
+	return s.migrate(ctx, sqlDB{db: db})
 }
 
-// migrate is Migrate, running statements with exec and the checks of the
-// upgrades, which return one number, with count.
+// migrate is Migrate on any driver's database, which runs the statements
+// and the checks of the upgrades, which return one number.
 //
 // Several services that start at once run Migrate at once, and none of the
 // servers makes its steps atomic: two CREATE TABLE IF NOT EXISTS may both
@@ -65,7 +60,15 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 // ALTER TABLE, so only a session's lock would span the steps, and a session
 // lock outlives the use of a pooled connection when a caller's context ends
 // before the lock is released. Any other error fails Migrate.
-func (s *Store) migrate(ctx context.Context, exec func(context.Context, string) error, count func(context.Context, string) (int, error)) error {
+func (s *Store) migrate(ctx context.Context, db driver.Tx) error {
+	exec := func(ctx context.Context, q string) error {
+		_, err := db.Exec(ctx, q)
+		return err
+	}
+	count := func(ctx context.Context, q string) (n int, err error) {
+		err = db.QueryRow(ctx, q, nil, &n)
+		return n, err
+	}
 	existed := func(err error) bool { return s.d.Classify(err) == dialect.ErrorExists }
 	for _, q := range s.schema {
 		err := exec(ctx, q)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/txn"
 )
 
 // Settle stores resp as the response of key's unfinished record, so that
@@ -104,7 +103,7 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 
 	// The request hash only fills the claim's insert, which is rolled back.
 	v := s.newValues(key, []byte{0})
-	a := s.runClaim(ctx, txn.SQL{Tx: tx}, v)
+	a := s.runClaim(ctx, sqlTx{tx}, v)
 	rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
 	if err == nil && !claimed && rec == nil && !busy {
 		rec, err = s.find(ctx, tx, v.key)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/txn"
 )
 
 // Step is one step of a multi-step request (see Store.Run): a local phase,
@@ -368,7 +367,7 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 		return taken{}, s.wrap("begin", err)
 	}
 	defer tx.Rollback()
-	res, claimed, err := s.claimKey(ctx, txn.SQL{Tx: tx}, v, nil)
+	res, claimed, err := s.claimKey(ctx, sqlTx{tx}, v, nil)
 	if err != nil || (!claimed && res.Outcome != InFlight) {
 		return taken{res: res}, err
 	}

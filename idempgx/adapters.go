@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemgo/idem/internal/txn"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // errTxClosed is the error of a statement sent on a transaction that has
@@ -41,25 +42,53 @@ func (c callerTx) QueryRow(ctx context.Context, query string, args []any, dest .
 	return closedErr(c.tx.QueryRow(ctx, query, args...).Scan(dest...))
 }
 
+func (c callerTx) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := c.tx.Query(ctx, query, args...)
+	return closedErr(eachRow(rows, err, row))
+}
+
+// eachRow calls row for each of rows, the answer of a query that failed
+// with err or not, and closes them.
+func eachRow(rows pgx.Rows, err error, row func(scan func(dest ...any) error) error) error {
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // poolDB is a pgx pool as DoTx begins its transactions on it, with opts.
 type poolDB struct {
 	pool *pgxpool.Pool
 	opts pgx.TxOptions
 }
 
-func (d poolDB) Exec(ctx context.Context, query string) error {
-	_, err := d.pool.Exec(ctx, query)
-	return err
+func (d poolDB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := d.pool.Exec(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
 
 func (d poolDB) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
 	return d.pool.QueryRow(ctx, query, args...).Scan(dest...)
 }
 
+func (d poolDB) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := d.pool.Query(ctx, query, args...)
+	return eachRow(rows, err, row)
+}
+
 // Begin sends BEGIN and first in one batch, which pgx pipelines: one round
 // trip. Their answers are read later, in order, through the rows; the
 // transaction reads what is left of them before it sends anything else.
-func (d poolDB) Begin(ctx context.Context, first ...txn.Query) (txn.Owned, []txn.Row, error) {
+func (d poolDB) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[pgx.Tx], []driver.Row, error) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -76,7 +105,7 @@ func (d poolDB) Begin(ctx context.Context, first ...txn.Query) (txn.Owned, []txn
 		return nil, nil, err
 	}
 	o := &ownedTx{tx: results.Tx(), pending: results, conn: c, commitSQL: d.opts.CommitQuery}
-	rows := make([]txn.Row, len(first))
+	rows := make([]driver.Row, len(first))
 	for i := range rows {
 		rows[i] = batchRow{o}
 	}
@@ -142,11 +171,28 @@ func (o *ownedTx) QueryRow(ctx context.Context, query string, args []any, dest .
 	return callerTx{o.tx}.QueryRow(ctx, query, args, dest...)
 }
 
+func (o *ownedTx) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	if err := o.ready(); err != nil {
+		return err
+	}
+	return callerTx{o.tx}.Query(ctx, query, args, row)
+}
+
+// Native is the transaction that the Func gets: pgx's, guarded so that it
+// and its savepoints refuse every call once DoTx has ended it. It reads
+// what is left of the BEGIN's batch first, which pgx requires before the
+// transaction sends anything else: an answer left unread there is one the
+// Store did not need, and its error, if any, changes nothing.
+func (o *ownedTx) Native() pgx.Tx {
+	_ = o.ready()
+	return funcTx{Tx: o.tx, o: o}
+}
+
 // CommitAfter sends the completion q and COMMIT in one batch. The
 // completion runs inside a statement that divides by the number of rows it
 // changed: with no row it fails, the server skips the COMMIT queued after
 // it, and the transaction is rolled back.
-func (o *ownedTx) CommitAfter(ctx context.Context, q txn.Query) error {
+func (o *ownedTx) CommitAfter(ctx context.Context, q driver.Query) error {
 	defer o.release()
 	if err := o.ready(); err != nil {
 		return err
@@ -167,11 +213,11 @@ func (o *ownedTx) CommitAfter(ctx context.Context, q txn.Query) error {
 		_ = results.Close()
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) {
-			return &txn.CommitError{Err: closedErr(err)} // the COMMIT may have run
+			return &driver.CommitError{Err: closedErr(err)} // the COMMIT may have run
 		}
 		_ = o.tx.Rollback(context.WithoutCancel(ctx))
 		if pgErr.Code == pgDivisionByZero {
-			return txn.ErrNoRow
+			return driver.ErrNoRow
 		}
 		return err
 	}
@@ -181,9 +227,9 @@ func (o *ownedTx) CommitAfter(ctx context.Context, q txn.Query) error {
 	}
 	switch {
 	case err != nil:
-		return &txn.CommitError{Err: err}
+		return &driver.CommitError{Err: err}
 	case tag.String() == "ROLLBACK":
-		return &txn.CommitError{Err: pgx.ErrTxCommitRollback}
+		return &driver.CommitError{Err: pgx.ErrTxCommitRollback}
 	}
 	return nil
 }

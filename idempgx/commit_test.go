@@ -5,10 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/internal/dbtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestCompletionWithoutRowCommitsNothing removes the claim's record under

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/internal/dbtest"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestContention lets 16 clients send requests whose handlers move money

@@ -8,11 +8,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/internal/dbtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx", for setting up and inspecting tables
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // dsn is the PostgreSQL server of the tests, or "" to skip them.

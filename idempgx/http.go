@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/idemhttp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
 )
 
 // NewMiddleware returns idemhttp's middleware for a pgx pool: the requests

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/internal/dbtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // orders is a handler that writes its effect in the middleware's pgx

@@ -2,13 +2,12 @@ package idempgx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/internal/txn"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgo/idem"
 )
 
 // Func is the work that a key protects, as idem.Func, in a pgx transaction:
@@ -29,10 +28,6 @@ type Func func(ctx context.Context, tx pgx.Tx) (idem.Response, error)
 // separate statements here; DoTx, which owns its transaction, saves round
 // trips by sending them with BEGIN and COMMIT.
 func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byte, fn Func) (idem.Result, error) {
-	e, err := theEngine()
-	if err != nil {
-		return idem.Result{}, err
-	}
 	if tx == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil transaction", idem.ErrInvalidArgument)
 	}
@@ -40,7 +35,7 @@ func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byt
 	if fn != nil {
 		run = func(ctx context.Context) (idem.Response, error) { return fn(ctx, tx) }
 	}
-	return e.Do(ctx, s, callerTx{tx}, key, reqHash, run)
+	return idem.EngineOf[pgx.Tx](s).Do(ctx, callerTx{tx}, key, reqHash, run)
 }
 
 // DoTx is idem.Store.DoTx on a pgx pool: it begins a transaction on a
@@ -59,50 +54,28 @@ func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byt
 // statement the first time a connection sends it, which costs that
 // connection one more round trip once.
 func DoTx(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, fn Func) (idem.Result, error) {
-	e, err := theEngine()
-	if err != nil {
-		return idem.Result{}, err
-	}
 	if db == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	var run func(context.Context, txn.Owned) (idem.Response, error)
-	if fn != nil {
-		run = func(ctx context.Context, tx txn.Owned) (idem.Response, error) {
-			o := tx.(*ownedTx)
-			if err := o.ready(); err != nil {
-				return idem.Response{}, err
-			}
-			return fn(ctx, funcTx{Tx: o.tx, o: o})
-		}
-	}
-	return e.DoTx(ctx, s, poolDB{pool: db, opts: opts}, key, reqHash, run)
+	return idem.EngineOf[pgx.Tx](s).DoTx(ctx, poolDB{pool: db, opts: opts}, key, reqHash, fn)
 }
 
 // Lookup is idem.Store.Lookup on a pgx pool: the live record of key as a
 // Result, or idem.ErrNotFound.
 func Lookup(ctx context.Context, s *idem.Store, db *pgxpool.Pool, key string) (idem.Result, error) {
-	e, err := theEngine()
-	if err != nil {
-		return idem.Result{}, err
-	}
 	if db == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return e.Lookup(ctx, s, poolDB{pool: db}, key)
+	return idem.EngineOf[pgx.Tx](s).Lookup(ctx, poolDB{pool: db}, key)
 }
 
 // Migrate is idem.Store.Migrate on a pgx pool: it creates the Store's table
 // and index if they are missing and brings an older table up to date.
 func Migrate(ctx context.Context, s *idem.Store, db *pgxpool.Pool) error {
-	e, err := theEngine()
-	if err != nil {
-		return err
-	}
 	if db == nil {
 		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return e.Migrate(ctx, s, poolDB{pool: db})
+	return idem.EngineOf[pgx.Tx](s).Migrate(ctx, poolDB{pool: db})
 }
 
 // Refusable is idem.Refusable for a pgx Func: when fn returns
@@ -113,16 +86,12 @@ func Refusable(fn Func) Func {
 		if fn == nil {
 			return idem.Response{}, fmt.Errorf("%w: nil Func", idem.ErrInvalidArgument)
 		}
-		e, err := theEngine()
-		if err != nil {
-			return idem.Response{}, err
-		}
 		sp, err := tx.Begin(ctx)
 		if err != nil {
 			return idem.Response{}, fmt.Errorf("idempgx: savepoint: %w", err)
 		}
 		resp, err := fn(ctx, sp)
-		refused, ok := e.Refused(err)
+		refused, ok := idem.Refused(err)
 		if !ok {
 			if err == nil {
 				err = sp.Commit(ctx)
@@ -134,23 +103,4 @@ func Refusable(fn Func) Func {
 		}
 		return refused, nil
 	}
-}
-
-// engine is what package idem gives this package through txn.Engine.
-type engine interface {
-	Do(ctx context.Context, s *idem.Store, tx txn.Tx, key string, reqHash []byte, run func(context.Context) (idem.Response, error)) (idem.Result, error)
-	DoTx(ctx context.Context, s *idem.Store, db txn.DB, key string, reqHash []byte, fn func(context.Context, txn.Owned) (idem.Response, error)) (idem.Result, error)
-	Lookup(ctx context.Context, s *idem.Store, db txn.DB, key string) (idem.Result, error)
-	Migrate(ctx context.Context, s *idem.Store, db txn.DB) error
-	Refused(err error) (idem.Response, bool)
-}
-
-var errVersions = errors.New("idempgx: this version of idempgx does not fit the version of github.com/idemgo/idem in the build: require the same version of both")
-
-func theEngine() (engine, error) {
-	e, ok := txn.Engine.(engine)
-	if !ok {
-		return nil, errVersions
-	}
-	return e, nil
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
-	"github.com/jackc/pgx/v5"
 )
 
 var (

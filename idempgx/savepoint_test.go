@@ -8,10 +8,11 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/internal/dbtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // lateCall is one of pgx.Tx's methods, called on a transaction that a Func

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/internal/txn"
 )
 
 // Driver is how the properties of TestDriver reach a Store: the transactions
@@ -62,16 +61,27 @@ func SQLDriver(db *sql.DB) Driver { return sqlDriver{db: db} }
 
 type sqlDriver struct{ db *sql.DB }
 
-// sqlTx is a *sql.Tx as a Tx: the Store's own adapter, which can also end
-// the transaction.
-type sqlTx struct{ txn.SQL }
+// sqlTx is a *sql.Tx as a Tx.
+type sqlTx struct{ Tx *sql.Tx }
+
+func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	r, err := t.Tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+func (t sqlTx) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return t.Tx.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
 
 func (d sqlDriver) Begin(ctx context.Context, opts *sql.TxOptions) (Tx, error) {
 	tx, err := d.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return sqlTx{txn.SQL{Tx: tx}}, nil
+	return sqlTx{tx}, nil
 }
 
 func (d sqlDriver) Do(ctx context.Context, s *idem.Store, tx Tx, key string, reqHash []byte, fn Func) (idem.Result, error) {
@@ -115,7 +125,7 @@ func sqlFunc(fn Func) idem.Func {
 		return nil
 	}
 	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		return fn(ctx, sqlTx{txn.SQL{Tx: tx}})
+		return fn(ctx, sqlTx{tx})
 	}
 }
 

@@ -212,8 +212,8 @@ func (m *Mock) ExpectCompleteAny(key string) {
 // with the result's Key), then the COMMIT; or call a Will method of the
 // result at once for another outcome, followed by the ROLLBACK. When the
 // handler answers with a status the middleware does not store (5xx by
-// default), the claim is abandoned instead of completed: ExpectAbandon with
-// the result's Key, then the ROLLBACK.
+// default), nothing is stored: expect the ROLLBACK after the handler's
+// statements, which undoes the claim.
 //
 // Identify reads r's body and puts it back, and calls the middleware's
 // scope function with r, so r is the request to serve afterwards. Its error
@@ -234,11 +234,13 @@ func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*Expecte
 }
 
 // ExpectAbandon expects Do to delete its claim of key, affecting one row, as
-// it does when fn fails or returns a response it cannot store (too large, or
-// a status beyond 32 bits). Do sends no such statement when fn's error is a
-// conflict (it matches idem.ErrRetry, or the dialect classifies it as
+// it does in the caller's transaction when fn fails or returns a response it
+// cannot store (too large, or a status beyond 32 bits), so that a caller who
+// commits anyway stores nothing. Do sends no such statement when fn's error
+// is a conflict (it matches idem.ErrRetry, or the dialect classifies it as
 // dialect.ErrorRetry): the transaction is lost then, so expect only the
-// caller's rollback after fn's statements.
+// caller's rollback after fn's statements. DoTx, which ends its own
+// transaction, never sends it: expect its ROLLBACK after fn's statements.
 func (m *Mock) ExpectAbandon(key string) {
 	m.mock.ExpectExec(m.sql("abandon")).
 		WithArgs(m.args("abandon", map[string]driver.Value{"key": []byte(key)})...).

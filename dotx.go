@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/txn"
+	"github.com/idemgo/idem/driver"
 )
 
 // DoTx attempts bound the retries of DoTx, and its pauses between attempts
@@ -54,12 +54,18 @@ func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key s
 	if db == nil {
 		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
+	return doTx(ctx, s, driver.DB[*sql.Tx](sqlDB{db, opts}), key, reqHash, fn)
+}
+
+// doTx is DoTx on any driver's database, for a Store that was checked: fn
+// is the Func with the driver's own transaction.
+func doTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, reqHash []byte, fn func(context.Context, TX) (Response, error)) (Result, error) {
 	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}
-	find := func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, db, k) }
+	find := func(ctx context.Context, k []byte) (*record, error) { return s.findIn(ctx, db, k) }
 	return s.runTx(ctx, key, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
-		return s.attemptTx(ctx, db, opts, find, key, reqHash, fn, late)
+		return attemptTx(ctx, s, db, find, s.newValues(key, reqHash), fn, late)
 	})
 }
 
@@ -125,42 +131,6 @@ func (s *Store) answerFinished(ctx context.Context, find findFunc, key string, r
 	return res, true, err
 }
 
-// attemptTx is one attempt of DoTx. It also returns how long the claim took.
-//
-// late holds the claim tokens of earlier attempts whose commit failed with
-// its outcome open and whose record was not found afterwards. A COMMIT that
-// reached the server may still run after that lookup, so a record with one
-// of those tokens is this request's own: its response is answered as
-// Claimed, not as a Replay of some other request. attemptTx adds to it.
-// find reads the record on db, to settle a commit whose reply was lost.
-func (s *Store) attemptTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, find findFunc, key string, reqHash []byte, fn Func, late *[]int64) (Result, time.Duration, error) {
-	tx, err := db.BeginTx(ctx, opts)
-	if err != nil {
-		return Result{}, 0, s.wrap("begin", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback()
-		}
-	}()
-	v := s.newValues(key, reqHash)
-	res, wait, err := s.do(ctx, txn.SQL{Tx: tx}, v, func(ctx context.Context) (Response, error) {
-		return fn(ctx, tx)
-	})
-	if res, ok := lateClaim(res, err, *late); ok {
-		return res, wait, nil
-	}
-	if err != nil || res.Outcome != Claimed {
-		return res, wait, err
-	}
-	committed = true // from here on, whatever Commit says, there is nothing to roll back
-	if cerr := tx.Commit(); cerr != nil {
-		res, err = s.commitFailed(ctx, find, v, res, cerr, late)
-	}
-	return res, wait, err
-}
-
 // commitFailed answers a Claimed attempt whose commit failed with cerr,
 // from the record that findAfterCommit finds: a record with the token of
 // this attempt's claim (v.token) can only be there if the commit went
@@ -209,4 +179,96 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 		return res, true
 	}
 	return res, false
+}
+
+// attemptTx is one attempt of DoTx in a transaction that it begins on db,
+// and also returns how long the claim took.
+//
+// late holds the claim tokens of earlier attempts whose commit failed with
+// its outcome open and whose record was not found afterwards. A COMMIT that
+// reached the server may still run after that lookup, so a record with one
+// of those tokens is this request's own: its response is answered as
+// Claimed, not as a Replay of some other request. attemptTx adds to it.
+// find reads the record on db, to settle a commit whose reply was lost.
+//
+// Where the claim is one statement, it goes with the BEGIN, and the
+// completion goes with the COMMIT: a new key costs BEGIN with the claim,
+// fn's statements, and the completion with COMMIT.
+//
+// ClaimLost, which a claim that found a record needs, goes with the BEGIN too
+// when the Store never reads first (WithoutLookupFirst): every retry then
+// comes to the transaction, and costs two round trips, BEGIN with the claim
+// and ClaimLost, and ROLLBACK. Otherwise retries that are frequent are
+// answered by the read before the transaction, and a ClaimLost sent with
+// every claim would cost each new key more server time than it saves the
+// rare retry that comes to the transaction (docs/performance.md): that retry
+// sends ClaimLost on its own, a round trip more. database/sql sends each
+// statement in a round trip of its own all the same.
+func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find findFunc, v *values, fn func(context.Context, TX) (Response, error), late *[]int64) (Result, time.Duration, error) {
+	claimStart := s.startEvent()
+	var first []driver.Query
+	if s.claimWrite.query == "" {
+		var lost []any
+		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == lookupNever {
+			// args fills a buffer of v's, which the claim's arguments
+			// take below.
+			lost = append(lost, s.claimLost.args(v)...)
+		}
+		first = append(first, driver.Query{SQL: s.claim.query, Args: s.claim.args(v)})
+		if lost != nil {
+			first = append(first, driver.Query{SQL: s.claimLost.query, Args: lost})
+		}
+	}
+	tx, rows, err := db.Begin(ctx, first...)
+	if err != nil {
+		return Result{}, 0, s.wrap("begin", err)
+	}
+	ended := false
+	defer func() {
+		if !ended {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var answer *claimAnswer
+	if len(rows) > 0 {
+		a := s.readClaim(v, rows[0].Scan, func(dest ...any) error {
+			if len(rows) > 1 {
+				return rows[1].Scan(dest...)
+			}
+			return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
+		})
+		answer = &a
+	}
+	res, claimed, err := s.claimKey(ctx, tx, v, answer)
+	wait := s.since(claimStart)
+	if res, ok := lateClaim(res, err, *late); ok {
+		return res, wait, nil
+	}
+	if err != nil || !claimed {
+		return res, wait, err
+	}
+
+	resp, err := s.runFn(ctx, v, func(ctx context.Context) (Response, error) { return fn(ctx, tx.Native()) })
+	var sp *savepointError
+	if errors.As(err, &sp) {
+		err = s.abandonClaim(ctx, tx, v, err) // did the transaction end under fn?
+	}
+	if err != nil {
+		return Result{}, wait, err // the rollback undoes the claim
+	}
+	ended = true // CommitAfter ends the transaction, whatever it answers
+	err = tx.CommitAfter(ctx, driver.Query{SQL: s.complete.query, Args: s.complete.args(v)})
+	var cerr *driver.CommitError
+	switch {
+	case err == nil:
+		res.Response = resp
+		return res, wait, nil
+	case errors.Is(err, driver.ErrNoRow):
+		return Result{}, wait, errClaimGone("complete")
+	case errors.As(err, &cerr):
+		res.Response = resp
+		res, err = s.commitFailed(ctx, find, v, res, cerr.Err, late)
+		return res, wait, err
+	}
+	return Result{}, wait, s.afterFn("complete", err)
 }

@@ -1,0 +1,90 @@
+// Package driver is the seam between an idem Store and the library that
+// carries its statements to the database: database/sql, which package idem
+// serves itself, or another one, such as pgx, which package idempgx serves.
+// Every operation of a Store (Do, DoTx, Run and the Resumer, the operators'
+// actions) is written once, against these interfaces, and exists on every
+// driver that implements them: a driver package implements DB for its
+// connection pool, and hands it to idem.NewEngine.
+//
+// Services rarely import this package; they call the Store's methods, or
+// those of the driver's package.
+package driver
+
+import (
+	"context"
+	"errors"
+)
+
+// Tx runs statements: in a transaction, or, where it is a DB, each on its
+// own. A statement sent on a transaction that has ended returns an error
+// that matches sql.ErrTxDone.
+type Tx interface {
+	// Exec runs a statement and returns how many rows it affected.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+
+	// QueryRow runs a statement that returns at most one row and scans it
+	// into dest at once, so that no value of it outlives the call; no row
+	// is an error that matches sql.ErrNoRows.
+	QueryRow(ctx context.Context, query string, args []any, dest ...any) error
+
+	// Query runs a statement and calls row for each row it returns, in
+	// order, with a scan of that row; an error of row ends the query and
+	// is returned.
+	Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error
+}
+
+// Row is the answer of a statement sent with a BEGIN (see DB.Begin). Scan
+// returns an error that matches sql.ErrNoRows when there was no row.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Query is one statement with its arguments.
+type Query struct {
+	SQL  string
+	Args []any
+}
+
+// Owned is a transaction that a Store began and ends itself. Its TX is the
+// driver's own transaction, which the Store hands to the work it protects
+// (a Func, a phase of Run).
+type Owned[TX any] interface {
+	Tx
+
+	// Native returns the driver's own transaction.
+	Native() TX
+
+	// CommitAfter runs q, a statement that must change one row, and then
+	// commits, in as few round trips as the driver can. When q affects no
+	// row it commits nothing, rolls back and returns ErrNoRow. An error of
+	// q is returned as it is, with nothing committed. An error that leaves
+	// the commit's outcome open comes as a *CommitError.
+	CommitAfter(ctx context.Context, q Query) error
+
+	// Rollback ends the transaction and keeps nothing. It does nothing
+	// once the transaction has ended.
+	Rollback(ctx context.Context) error
+}
+
+// DB is a database that a Store begins its transactions on, with the
+// options that the driver's package was given for them.
+type DB[TX any] interface {
+	// Tx runs statements on their own, outside any transaction.
+	Tx
+
+	// Begin begins a transaction and runs first in it, in the round trip
+	// of the BEGIN where the driver can; the rows answer first, in order.
+	// The caller may leave a row unread, and must read them in order.
+	Begin(ctx context.Context, first ...Query) (Owned[TX], []Row, error)
+}
+
+// ErrNoRow is the error of an Owned's CommitAfter whose statement affected
+// no row.
+var ErrNoRow = errors.New("idem: the statement before the commit affected no row")
+
+// CommitError is an error of the commit itself, whose outcome may be open:
+// the connection may have dropped after the server committed.
+type CommitError struct{ Err error }
+
+func (e *CommitError) Error() string { return "commit: " + e.Err.Error() }
+func (e *CommitError) Unwrap() error { return e.Err }

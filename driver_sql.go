@@ -1,0 +1,125 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/idemgo/idem/driver"
+)
+
+// The driver of database/sql: what the Store's own methods run on. A
+// driver package for another library (idempgx, for pgx) implements the same
+// interfaces for its pool.
+
+// sqlTx is a *sql.Tx as a driver.Tx. It holds one pointer, so that making
+// a driver.Tx of it does not allocate.
+type sqlTx struct{ tx *sql.Tx }
+
+func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return rowsAffected(t.tx.ExecContext(ctx, query, args...))
+}
+
+func (t sqlTx) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return t.tx.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+func (t sqlTx) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := t.tx.QueryContext(ctx, query, args...)
+	return eachRow(rows, err, row)
+}
+
+// sqlDB is a *sql.DB, whose transactions begin with opts.
+type sqlDB struct {
+	db   *sql.DB
+	opts *sql.TxOptions
+}
+
+func (d sqlDB) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return rowsAffected(d.db.ExecContext(ctx, query, args...))
+}
+
+func (d sqlDB) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return d.db.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+func (d sqlDB) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := d.db.QueryContext(ctx, query, args...)
+	return eachRow(rows, err, row)
+}
+
+// Begin begins the transaction; database/sql sends each statement in a
+// round trip of its own, so the statements of first run when their row is
+// read, and not at all when it is left unread.
+func (d sqlDB) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
+	tx, err := d.db.BeginTx(ctx, d.opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := &sqlOwned{sqlTx{tx}}
+	var rows []driver.Row
+	for _, q := range first {
+		rows = append(rows, lazyRow{ctx: ctx, tx: tx, q: q})
+	}
+	return o, rows, nil
+}
+
+// lazyRow runs its statement when it is read.
+type lazyRow struct {
+	ctx context.Context
+	tx  *sql.Tx
+	q   driver.Query
+}
+
+func (r lazyRow) Scan(dest ...any) error {
+	return r.tx.QueryRowContext(r.ctx, r.q.SQL, r.q.Args...).Scan(dest...)
+}
+
+// sqlOwned is a transaction that the Store began on a sqlDB.
+type sqlOwned struct{ sqlTx }
+
+func (o *sqlOwned) Native() *sql.Tx { return o.tx }
+
+func (o *sqlOwned) CommitAfter(ctx context.Context, q driver.Query) error {
+	n, err := o.Exec(ctx, q.SQL, q.Args...)
+	if err != nil || n != 1 {
+		_ = o.tx.Rollback()
+		if err == nil {
+			err = driver.ErrNoRow
+		}
+		return err
+	}
+	if err := o.tx.Commit(); err != nil {
+		return &driver.CommitError{Err: err}
+	}
+	return nil
+}
+
+func (o *sqlOwned) Rollback(context.Context) error {
+	if err := o.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
+
+func rowsAffected(r sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// eachRow calls row for each of rows, the answer of a query that failed
+// with err or not, and closes them.
+func eachRow(rows *sql.Rows, err error, row func(scan func(dest ...any) error) error) error {
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
