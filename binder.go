@@ -1,8 +1,11 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // The binder turns a dialect's statements, written with {name} parameters,
@@ -243,4 +246,18 @@ func isIdent(s string) bool {
 		}
 	}
 	return true
+}
+
+// exec runs st with v's values through q, a transaction or a database
+// outside any, and returns how many rows it affected. The statements of
+// leases read the database's clock, moved by the Store's test offset.
+func (s *Store) exec(ctx context.Context, q driver.Tx, st statement, v *values) (int64, error) {
+	v.clockOffset = s.dbClockOffset()
+	return q.Exec(ctx, st.query, st.args(v)...)
+}
+
+// query is st with v's values, for a driver's Owned.CommitAfter.
+func (s *Store) query(st statement, v *values) driver.Query {
+	v.clockOffset = s.dbClockOffset()
+	return driver.Query{SQL: st.query, Args: st.args(v)}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // Unfinished is a multi-step request (see Store.Run) that has not reached
@@ -64,27 +66,23 @@ func (s *Store) unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 	if resumable {
 		st = s.steps.resumable
 	}
-	rows, err := db.QueryContext(ctx, st.query, st.args(v)...)
-	if err != nil {
-		return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
-	}
-	defer rows.Close()
 	var list []Unfinished
-	for rows.Next() {
+	err := sqlDB{db: db}.Query(ctx, st.query, st.args(v), func(scan func(dest ...any) error) error {
 		var (
 			u                            Unfinished
 			key                          []byte
 			created, lease, backoff, now int64
 		)
-		if err := rows.Scan(&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now); err != nil {
-			return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
+		if err := scan(&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now); err != nil {
+			return err
 		}
 		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
 		u.LeaseLeft = time.Duration(lease-now) * time.Microsecond
 		u.ResumeIn = time.Duration(lease+backoff-now) * time.Microsecond
 		list = append(list, u)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("idem: list unfinished requests: %w", err)
 	}
 	return list, nil
@@ -196,7 +194,7 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 	if cause == nil {
 		// The observers get the answer as an EventResume: it is no
 		// client's call.
-		res, err := s.run(ctx, r.DB, r.TxOptions, u.Key, u.requestHash, steps, EventResume)
+		res, err := run(ctx, s, driver.DB[*sql.Tx](sqlDB{r.DB, r.TxOptions}), u.Key, u.requestHash, steps, EventResume)
 		switch {
 		case err != nil:
 			cause = err
@@ -231,8 +229,7 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 func (s *Store) backOff(ctx context.Context, db *sql.DB, key string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	v := &values{key: []byte(key), clockOffset: s.dbClockOffset()}
-	if _, err := db.ExecContext(ctx, s.steps.backoff.query, s.steps.backoff.args(v)...); err != nil {
+	if _, err := s.exec(ctx, sqlDB{db: db}, s.steps.backoff, &values{key: []byte(key)}); err != nil {
 		return fmt.Errorf("note the failure: %w", err)
 	}
 	return nil
@@ -243,7 +240,7 @@ func (s *Store) backOff(ctx context.Context, db *sql.DB, key string) error {
 // another call had it, or finished it, first. The observers get an
 // EventCompensate when it stored the response or failed.
 func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions, u Unfinished, fn Func) (claimed bool, err error) {
-	r := &stepRun{s: s, db: db, opts: opts, key: u.Key, reqHash: u.requestHash, anyPoint: true}
+	r := &stepRun[*sql.Tx]{s: s, db: sqlDB{db, opts}, key: u.Key, reqHash: u.requestHash, anyPoint: true}
 	defer func() {
 		if claimed || err != nil {
 			s.emit(ctx, u.Key, Event{Kind: EventCompensate, Outcome: Claimed, Err: err})
@@ -253,8 +250,8 @@ func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions,
 	if err != nil || t.res.Outcome != Claimed {
 		return false, err
 	}
-	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx *sql.Tx) (*Response, error) {
-		resp, err := fn(ctx, tx)
+	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx any) (*Response, error) {
+		resp, err := fn(ctx, tx.(*sql.Tx))
 		return &resp, err
 	}))
 	if err != nil {

@@ -124,7 +124,7 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 	}
 	var p *progress
 	if s.steps != nil {
-		if p, err = s.progress(ctx, tx, v); err != nil {
+		if p, err = s.progress(ctx, sqlTx{tx}, v); err != nil {
 			return fmt.Errorf("idem: %s: %w", op, err)
 		}
 		if p != nil && p.leaseUntil > p.now {

@@ -9,20 +9,26 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"time"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 )
 
 // Step is one step of a multi-step request (see Store.Run): a local phase,
 // made with Phase or Final, or a call to another system, made with Call.
 // The zero Step is not a step; Run refuses it.
 type Step struct {
-	name  string
-	phase func(ctx context.Context, tx *sql.Tx) error
-	final Func
-	call  func(ctx context.Context, callKey string) error
+	name string
+	// phase runs a Phase or Final step in tx, the driver's own
+	// transaction, and returns the final response if the step gave one.
+	phase func(ctx context.Context, tx any) (*Response, error)
+	// txType is the type of transaction that phase takes.
+	txType reflect.Type
+	final  bool
+	call   func(ctx context.Context, callKey string) error
 }
 
 // Phase is a local step: fn runs in a transaction of its own, which Run
@@ -31,14 +37,38 @@ type Step struct {
 // may end the request early by returning Finish(resp): its writes commit
 // with resp as the final response. As a Func, fn returns the errors of its
 // statements and never commits or rolls back tx itself.
-func Phase(name string, fn func(ctx context.Context, tx *sql.Tx) error) Step {
-	return Step{name: name, phase: fn}
+//
+// TX is the driver's transaction, *sql.Tx for Store.Run, and pgx.Tx for
+// package idempgx: Run refuses a step of another driver's.
+func Phase[TX any](name string, fn func(ctx context.Context, tx TX) error) Step {
+	if fn == nil {
+		return Step{name: name}
+	}
+	return Step{name: name, txType: reflect.TypeFor[TX](), phase: func(ctx context.Context, tx any) (*Response, error) {
+		err := fn(ctx, tx.(TX))
+		var f *finish
+		if errors.As(err, &f) {
+			return &f.resp, nil
+		}
+		return nil, err
+	}}
 }
 
 // Final is the last step of every multi-step request: a phase whose
 // response is stored, in its transaction, as the request's final response,
-// and replayed as Do replays.
-func Final(name string, fn Func) Step { return Step{name: name, final: fn} }
+// and replayed as Do replays. TX is as for Phase.
+func Final[TX any](name string, fn func(ctx context.Context, tx TX) (Response, error)) Step {
+	if fn == nil {
+		return Step{name: name, final: true}
+	}
+	return Step{name: name, final: true, txType: reflect.TypeFor[TX](), phase: func(ctx context.Context, tx any) (*Response, error) {
+		resp, err := fn(ctx, tx.(TX))
+		if err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	}}
+}
 
 // Call is a step that calls another system, between two phases and
 // outside any transaction. fn gets callKey, CallKey(key, name), to send as
@@ -119,31 +149,34 @@ const never = math.MaxInt64
 // recovery point: rename or remove a step only once no request is
 // unfinished past it.
 func (s *Store) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, steps ...Step) (Result, error) {
-	return s.run(ctx, db, opts, key, reqHash, steps, EventCall)
-}
-
-// run is Run, whose answer the observers get as an Event of kind.
-func (s *Store) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, steps []Step, kind EventKind) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
 	if db == nil {
 		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
+	return run(ctx, s, driver.DB[*sql.Tx](sqlDB{db, opts}), key, reqHash, steps, EventCall)
+}
+
+// run is Run on any driver's database, for a Store that was checked, whose
+// answer the observers get as an Event of kind.
+func run[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, reqHash []byte, steps []Step, kind EventKind) (Result, error) {
 	if err := validateCall(key, reqHash, false); err != nil {
 		return Result{}, err
 	}
-	if err := validateSteps(steps); err != nil {
+	if err := validateSteps(steps, reflect.TypeFor[TX]()); err != nil {
 		return Result{}, err
 	}
 	if s.steps == nil {
 		return Result{}, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
 	}
-	r := &stepRun{s: s, db: db, opts: opts, key: key, reqHash: reqHash, steps: steps}
+	r := &stepRun[TX]{s: s, db: db, key: key, reqHash: reqHash, steps: steps}
 	return r.observed(ctx, kind)
 }
 
-func validateSteps(steps []Step) error {
+// validateSteps checks steps for a run on a driver whose transactions are
+// of type tx.
+func validateSteps(steps []Step, tx reflect.Type) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("%w: no steps", ErrInvalidArgument)
 	}
@@ -157,10 +190,12 @@ func validateSteps(steps []Step) error {
 		}
 		seen[st.name] = true
 		switch {
-		case st.phase == nil && st.final == nil && st.call == nil:
+		case st.phase == nil && st.call == nil:
 			return fmt.Errorf("%w: step %q has no function", ErrInvalidArgument, st.name)
-		case (st.final != nil) != (i == len(steps)-1):
+		case st.final != (i == len(steps)-1):
 			return fmt.Errorf("%w: step %q: the last step, and only it, must be a Final", ErrInvalidArgument, st.name)
+		case st.phase != nil && st.txType != tx:
+			return fmt.Errorf("%w: step %q takes a transaction of type %v, and the request runs on a driver whose transactions are %v", ErrInvalidArgument, st.name, st.txType, tx)
 		}
 	}
 	return nil
@@ -179,11 +214,11 @@ func validateStepName(name string) error {
 	return nil
 }
 
-// stepRun is one call of Run.
-type stepRun struct {
+// stepRun is one call of Run, on a driver whose transactions are of type
+// TX.
+type stepRun[TX any] struct {
 	s       *Store
-	db      *sql.DB
-	opts    *sql.TxOptions
+	db      driver.DB[TX]
 	key     string
 	reqHash []byte
 	steps   []Step
@@ -200,7 +235,7 @@ type stepRun struct {
 }
 
 // observed runs r and hands the observers its answer as an Event of kind.
-func (r *stepRun) observed(ctx context.Context, kind EventKind) (Result, error) {
+func (r *stepRun[TX]) observed(ctx context.Context, kind EventKind) (Result, error) {
 	start := r.s.startEvent()
 	res, err := r.run(ctx)
 	if err != nil {
@@ -215,7 +250,7 @@ func (r *stepRun) observed(ctx context.Context, kind EventKind) (Result, error) 
 
 // run takes the request, or answers from its record, and runs its steps
 // from where it stands.
-func (r *stepRun) run(ctx context.Context) (Result, error) {
+func (r *stepRun[TX]) run(ctx context.Context) (Result, error) {
 	t, err := retrying(ctx, r.begin)
 	if err != nil && r.v != nil {
 		r.release(ctx) // the first transaction's outcome is unknown
@@ -232,14 +267,14 @@ func (r *stepRun) run(ctx context.Context) (Result, error) {
 			switch {
 			case errors.Is(err, ErrLeaseLost): // what the call learnt cannot be stored
 			case errors.As(err, &f):
-				resp, err = retrying(ctx, r.phase(st.name, func(context.Context, *sql.Tx) (*Response, error) {
+				resp, err = retrying(ctx, r.phase(st.name, func(context.Context, any) (*Response, error) {
 					return &f.resp, nil
 				}))
 			case err != nil:
 				err = fmt.Errorf("idem: step %q: %w", st.name, err)
 			}
 		} else {
-			resp, err = retrying(ctx, r.phase(st.name, st.run))
+			resp, err = retrying(ctx, r.phase(st.name, st.phase))
 		}
 		if err != nil {
 			if errors.Is(err, ErrLeaseLost) {
@@ -265,7 +300,7 @@ func (r *stepRun) run(ctx context.Context) (Result, error) {
 // it cancels the call's context and returns an error that matches
 // ErrLeaseLost: another call may resume the request, and this one must not
 // store what it learnt.
-func (r *stepRun) call(ctx context.Context, st Step) error {
+func (r *stepRun[TX]) call(ctx context.Context, st Step) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -282,7 +317,7 @@ func (r *stepRun) call(ctx context.Context, st Step) error {
 
 // renew renews the lease of r's request until done is closed or ctx ends,
 // and returns the error it cancelled ctx with, if it did.
-func (r *stepRun) renew(ctx context.Context, step string, done <-chan struct{}, cancel context.CancelCauseFunc) error {
+func (r *stepRun[TX]) renew(ctx context.Context, step string, done <-chan struct{}, cancel context.CancelCauseFunc) error {
 	tick := time.NewTicker(max(r.s.lease/3, time.Millisecond))
 	defer tick.Stop()
 	failed := 0
@@ -294,7 +329,7 @@ func (r *stepRun) renew(ctx context.Context, step string, done <-chan struct{}, 
 			return nil // the caller's: the call sees it
 		case <-tick.C:
 		}
-		n, err := r.exec(ctx, r.db, r.s.steps.renew, r.v)
+		n, err := r.s.exec(ctx, r.db, r.s.steps.renew, r.v)
 		var lost error
 		switch {
 		case err == nil && n == 1:
@@ -313,24 +348,6 @@ func (r *stepRun) renew(ctx context.Context, step string, done <-chan struct{}, 
 		cancel(lost)
 		return lost
 	}
-}
-
-// run runs the function of a Phase or Final step in tx, and returns the
-// final response, if the step gave one.
-func (st Step) run(ctx context.Context, tx *sql.Tx) (*Response, error) {
-	if st.final != nil {
-		resp, err := st.final(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
-		return &resp, nil
-	}
-	err := st.phase(ctx, tx)
-	var f *finish
-	if errors.As(err, &f) {
-		return &f.resp, nil
-	}
-	return nil, err
 }
 
 // retrying runs f, one transaction of a request, again while it fails with
@@ -359,30 +376,31 @@ type taken struct {
 // and marks a new record as a multi-step request under this call's lease;
 // or it finds an unfinished request whose lease has run out and takes it
 // over, with a token of its own, to resume it after its recovery point.
-func (r *stepRun) begin(ctx context.Context) (taken, error) {
+// The statement that marks or takes the request goes with the commit.
+func (r *stepRun[TX]) begin(ctx context.Context) (taken, error) {
 	s := r.s
 	v := s.newValues(r.key, r.reqHash)
-	tx, err := r.db.BeginTx(ctx, r.opts)
+	tx, _, err := r.db.Begin(ctx)
 	if err != nil {
 		return taken{}, s.wrap("begin", err)
 	}
-	defer tx.Rollback()
-	res, claimed, err := s.claimKey(ctx, sqlTx{tx}, v, nil)
+	ended := false
+	defer func() {
+		if !ended {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	res, claimed, err := s.claimKey(ctx, tx, v, nil)
 	if err != nil || (!claimed && res.Outcome != InFlight) {
 		return taken{res: res}, err
 	}
 	v.lease = s.lease.Microseconds()
 	next := 0
 	var tookOver *progress
+	var inFlight Result // the answer when another call takes the request first
+	end, op := s.steps.start, "start"
 	if claimed {
 		v.expiresAt = never
-		n, err := r.exec(ctx, tx, s.steps.start, v)
-		if err != nil {
-			return taken{}, s.wrap("start", err)
-		}
-		if n != 1 {
-			return taken{}, errClaimGone("start")
-		}
 	} else {
 		if held, err := r.phaseRuns(ctx, tx, v); held || err != nil {
 			return taken{res: res}, err
@@ -406,24 +424,28 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 			}
 		}
 		v.prevToken = p.token
-		n, err := r.exec(ctx, tx, s.steps.takeover, v)
-		if err != nil {
-			return taken{}, s.wrap("take over", err)
-		}
-		if n != 1 {
-			return taken{res: res}, nil // another call took it first
-		}
+		inFlight = res
 		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: v.token}
 		tookOver = p
+		end, op = s.steps.takeover, "take over"
 	}
-	if err := tx.Commit(); err != nil {
-		if err := r.settleCommit(ctx, v, err); err != nil {
+	ended = true // CommitAfter ends the transaction, whatever it answers
+	var cerr *driver.CommitError
+	switch err := tx.CommitAfter(ctx, s.query(end, v)); {
+	case errors.Is(err, driver.ErrNoRow) && tookOver != nil:
+		return taken{res: inFlight}, nil // another call took it first
+	case errors.Is(err, driver.ErrNoRow):
+		return taken{}, errClaimGone(op)
+	case errors.As(err, &cerr):
+		if err := r.settleCommit(ctx, v, cerr.Err); err != nil {
 			if errors.Is(err, ErrCommitUnknown) {
 				v.prevToken = v.token
 				r.v = v // for run to give up the lease, should the commit have landed
 			}
 			return taken{}, err
 		}
+	case err != nil:
+		return taken{}, s.wrap(op, err)
 	}
 	v.prevToken = v.token
 	r.v = v
@@ -436,13 +458,13 @@ func (r *stepRun) begin(ctx context.Context) (taken, error) {
 
 // phaseRuns reports whether a phase's transaction holds the key's lock,
 // where the dialect has one: a takeover must not wait for it.
-func (r *stepRun) phaseRuns(ctx context.Context, tx *sql.Tx, v *values) (bool, error) {
+func (r *stepRun[TX]) phaseRuns(ctx context.Context, tx driver.Tx, v *values) (bool, error) {
 	st := r.s.steps.tryLock
 	if st.query == "" {
 		return false, nil
 	}
 	var got bool
-	if err := tx.QueryRowContext(ctx, st.query, st.args(v)...).Scan(&got); err != nil {
+	if err := tx.QueryRow(ctx, st.query, st.args(v), &got); err != nil {
 		return false, r.s.wrap("lock", err)
 	}
 	return !got, nil
@@ -450,7 +472,7 @@ func (r *stepRun) phaseRuns(ctx context.Context, tx *sql.Tx, v *values) (bool, e
 
 // adopt makes the request of p this call's: a record that an earlier
 // attempt of begin committed although its lookup did not find it.
-func (r *stepRun) adopt(p *progress) (taken, error) {
+func (r *stepRun[TX]) adopt(p *progress) (taken, error) {
 	next, err := r.resumeAt(p.phase)
 	if err != nil {
 		return taken{}, err
@@ -470,9 +492,9 @@ func (r *stepRun) adopt(p *progress) (taken, error) {
 // when it did not, for the transaction to run again; and one that matches
 // ErrCommitUnknown when the lookup failed too. Under any other token, the
 // record is still the one from before the commit, which may yet land.
-func (r *stepRun) settleCommit(ctx context.Context, v *values, cerr error) error {
+func (r *stepRun[TX]) settleCommit(ctx context.Context, v *values, cerr error) error {
 	rec, err := r.s.findAfterCommit(ctx, func(ctx context.Context, k []byte) (*record, error) {
-		return r.s.find(ctx, r.db, k)
+		return r.s.findIn(ctx, r.db, k)
 	}, v.key, cerr)
 	if err != nil || (rec != nil && rec.token == v.token) {
 		return err
@@ -485,11 +507,11 @@ func (r *stepRun) settleCommit(ctx context.Context, v *values, cerr error) error
 // another token: when that token is one of this call's commits that a
 // lookup did not find, the phase committed after all, and it returns the
 // final response it stored, if any, with ok true.
-func (r *stepRun) landedLate(ctx context.Context) (resp *Response, ok bool, err error) {
+func (r *stepRun[TX]) landedLate(ctx context.Context) (resp *Response, ok bool, err error) {
 	if len(r.late) == 0 {
 		return nil, false, nil
 	}
-	rec, err := r.s.find(ctx, r.db, r.v.key)
+	rec, err := r.s.findIn(ctx, r.db, r.v.key)
 	if err != nil || rec == nil || !slices.Contains(r.late, rec.token) {
 		return nil, false, err
 	}
@@ -514,14 +536,14 @@ type progress struct {
 
 // progress reads the progress of v's key in tx: nil when the key has no
 // unfinished multi-step request that tx can see.
-func (s *Store) progress(ctx context.Context, tx *sql.Tx, v *values) (*progress, error) {
+func (s *Store) progress(ctx context.Context, tx driver.Tx, v *values) (*progress, error) {
 	var (
 		p     progress
 		phase sql.NullString
 		lease sql.NullInt64
 	)
 	v.clockOffset = s.dbClockOffset()
-	err := tx.QueryRowContext(ctx, s.steps.progress.query, s.steps.progress.args(v)...).Scan(&phase, &lease, &p.token, &p.createdAt, &p.now)
+	err := tx.QueryRow(ctx, s.steps.progress.query, s.steps.progress.args(v), &phase, &lease, &p.token, &p.createdAt, &p.now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -534,7 +556,7 @@ func (s *Store) progress(ctx context.Context, tx *sql.Tx, v *values) (*progress,
 
 // resumeAt returns the index of the step after the recovery point phase;
 // "" is the start, before any step.
-func (r *stepRun) resumeAt(phase string) (int, error) {
+func (r *stepRun[TX]) resumeAt(phase string) (int, error) {
 	if phase == "" {
 		return 0, nil
 	}
@@ -549,19 +571,25 @@ func (r *stepRun) resumeAt(phase string) (int, error) {
 // phase returns one attempt of the transaction of step name. It waits
 // for the key's lock where the dialect has one; takes the request with a
 // new token, renewing the lease, provided it is still this call's; runs
-// body; then moves the recovery point to name, or stores the final
-// response if body gave one, under the new token, which finds the record
-// only if the transaction is still the one that began; and commits.
-func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Response, error)) func(context.Context) (*Response, error) {
+// body with the driver's transaction; then moves the recovery point to
+// name, or stores the final response if body gave one, under the new token,
+// which finds the record only if the transaction is still the one that
+// began, with the commit.
+func (r *stepRun[TX]) phase(name string, body func(context.Context, any) (*Response, error)) func(context.Context) (*Response, error) {
 	return func(ctx context.Context) (*Response, error) {
 		s, v := r.s, r.v
-		tx, err := r.db.BeginTx(ctx, r.opts)
+		tx, _, err := r.db.Begin(ctx)
 		if err != nil {
 			return nil, s.wrap("begin", err)
 		}
-		defer tx.Rollback()
+		ended := false
+		defer func() {
+			if !ended {
+				_ = tx.Rollback(context.WithoutCancel(ctx))
+			}
+		}()
 		if s.steps.lock.query != "" {
-			if _, err := r.exec(ctx, tx, s.steps.lock, v); err != nil {
+			if _, err := s.exec(ctx, tx, s.steps.lock, v); err != nil {
 				return nil, s.wrap("lock", err)
 			}
 		}
@@ -574,7 +602,7 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 			}
 		}()
 		v.phase = name
-		if n, err := r.exec(ctx, tx, s.steps.advance, v); err != nil || n != 1 {
+		if n, err := s.exec(ctx, tx, s.steps.advance, v); err != nil || n != 1 {
 			if err == nil {
 				resp, ok, lerr := r.landedLate(ctx)
 				if ok {
@@ -587,7 +615,7 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 			}
 			return nil, stepError("step "+name, err, s)
 		}
-		resp, err := body(ctx, tx)
+		resp, err := body(ctx, tx.Native())
 		if err != nil {
 			return nil, s.wrap(fmt.Sprintf("step %q", name), err)
 		}
@@ -599,16 +627,17 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 			v.expiresAt = addMicros(s.clock().UnixMicro(), s.retention)
 			end = s.steps.finish
 		}
-		if n, err := r.exec(ctx, tx, end, v); err != nil || n != 1 {
-			if err == nil {
-				err = fmt.Errorf("%w: the transaction of step %q ended before the step did; nothing of it was stored", ErrRetry, name)
-			}
-			return nil, s.wrap(fmt.Sprintf("step %q", name), err)
-		}
-		if err := tx.Commit(); err != nil {
-			if err := r.settleCommit(ctx, v, err); err != nil {
+		ended = true // CommitAfter ends the transaction, whatever it answers
+		var cerr *driver.CommitError
+		switch err := tx.CommitAfter(ctx, s.query(end, v)); {
+		case errors.Is(err, driver.ErrNoRow):
+			return nil, fmt.Errorf("idem: step %q: %w: the transaction of the step ended before the step did; nothing of it was stored", name, ErrRetry)
+		case errors.As(err, &cerr):
+			if err := r.settleCommit(ctx, v, cerr.Err); err != nil {
 				return nil, err
 			}
+		case err != nil:
+			return nil, s.wrap(fmt.Sprintf("step %q", name), err)
 		}
 		committed = true
 		return resp, nil
@@ -618,23 +647,10 @@ func (r *stepRun) phase(name string, body func(context.Context, *sql.Tx) (*Respo
 // release gives up this call's lease after a step failed, so that a retry
 // can resume the request at once. It runs even if ctx is done; if it
 // fails, the lease runs out by itself.
-func (r *stepRun) release(ctx context.Context) {
+func (r *stepRun[TX]) release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	_, _ = r.exec(ctx, r.db, r.s.steps.release, r.v)
-}
-
-// exec runs st with v's values on q, a transaction or the database, and
-// returns the rows it affected.
-func (r *stepRun) exec(ctx context.Context, q interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, st statement, v *values) (int64, error) {
-	v.clockOffset = r.s.dbClockOffset()
-	res, err := q.ExecContext(ctx, st.query, st.args(v)...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	_, _ = r.s.exec(ctx, r.db, r.s.steps.release, r.v)
 }
 
 // stepError is the error of the statement that fences a phase: without an

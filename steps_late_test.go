@@ -46,16 +46,16 @@ func lateEnv(t *testing.T) (*Store, *sql.DB, []Step, *int) {
 func TestRunAdoptsLateBegin(t *testing.T) {
 	ctx := context.Background()
 	s, db, steps, runs := lateEnv(t)
-	landed := &stepRun{s: s, db: db, key: "k", reqHash: []byte("h"), steps: steps}
+	landed := &stepRun[*sql.Tx]{s: s, db: sqlDB{db: db}, key: "k", reqHash: []byte("h"), steps: steps}
 	if _, err := landed.begin(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	other := &stepRun{s: s, db: db, key: "k", reqHash: []byte("h"), steps: steps}
+	other := &stepRun[*sql.Tx]{s: s, db: sqlDB{db: db}, key: "k", reqHash: []byte("h"), steps: steps}
 	if res, err := other.run(ctx); err != nil || res.Outcome != InFlight {
 		t.Fatalf("another call: %v, %v; want InFlight", res.Outcome, err)
 	}
-	same := &stepRun{s: s, db: db, key: "k", reqHash: []byte("h"), steps: steps, late: []int64{landed.v.token}}
+	same := &stepRun[*sql.Tx]{s: s, db: sqlDB{db: db}, key: "k", reqHash: []byte("h"), steps: steps, late: []int64{landed.v.token}}
 	res, err := same.run(ctx)
 	if err != nil || res.Outcome != Claimed || string(res.Response.Body) != "done" {
 		t.Fatalf("the call whose commit landed late: %v %q, %v; want Claimed", res.Outcome, res.Response.Body, err)
@@ -73,24 +73,24 @@ func TestRunAdoptsLatePhase(t *testing.T) {
 	ctx := context.Background()
 	for i, name := range []string{"order", "confirm"} {
 		s, db, steps, runs := lateEnv(t)
-		r := &stepRun{s: s, db: db, key: "k", reqHash: []byte("h"), steps: steps}
+		r := &stepRun[*sql.Tx]{s: s, db: sqlDB{db: db}, key: "k", reqHash: []byte("h"), steps: steps}
 		if _, err := r.begin(ctx); err != nil {
 			t.Fatal(err)
 		}
 		held := r.v.token
-		if _, err := r.phase(name, steps[i].run)(ctx); err != nil {
+		if _, err := r.phase(name, steps[i].phase)(ctx); err != nil {
 			t.Fatal(err)
 		}
 		landed := r.v.token
 		// As after a lost reply that the lookup did not find: the call
 		// holds the token it had before the phase.
 		r.v.token, r.v.prevToken = held, landed
-		if _, err := r.phase(name, steps[i].run)(ctx); !errors.Is(err, ErrLeaseLost) {
+		if _, err := r.phase(name, steps[i].phase)(ctx); !errors.Is(err, ErrLeaseLost) {
 			t.Errorf("%s without the late token: %v, want ErrLeaseLost", name, err)
 		}
 		r.v.token, r.v.prevToken = held, landed
 		r.late = []int64{landed}
-		resp, err := r.phase(name, steps[i].run)(ctx)
+		resp, err := r.phase(name, steps[i].phase)(ctx)
 		if err != nil {
 			t.Fatalf("%s with the late token: %v", name, err)
 		}
