@@ -461,7 +461,7 @@ func TestKeys(t *testing.T) {
 			wantRefusal(t, place(conn, "", "book"), codes.InvalidArgument, idemgrpc.ReasonKeyRequired)
 			for name, md := range map[string][]string{
 				"empty":          {idemgrpc.DefaultKeyMetadata, ""},
-				"too long":       {idemgrpc.DefaultKeyMetadata, strings.Repeat("k", idemgrpc.MaxKeyLength+1)},
+				"too long":       {idemgrpc.DefaultKeyMetadata, strings.Repeat("k", idemgrpc.MaxClientKeyLength+1)},
 				"twice":          {idemgrpc.DefaultKeyMetadata, "a", idemgrpc.DefaultKeyMetadata, "b"},
 				"leading space":  {idemgrpc.DefaultKeyMetadata, " k"},
 				"trailing space": {idemgrpc.DefaultKeyMetadata, "k "},
@@ -471,7 +471,7 @@ func TestKeys(t *testing.T) {
 				t.Run(name, func(t *testing.T) { wantRefusal(t, a, codes.InvalidArgument, idemgrpc.ReasonInvalidKey) })
 			}
 			// The longest key, and every printable character, are fine.
-			wantRan(t, place(conn, strings.Repeat("k", idemgrpc.MaxKeyLength), "book"), 1)
+			wantRan(t, place(conn, strings.Repeat("k", idemgrpc.MaxClientKeyLength), "book"), 1)
 			var all strings.Builder
 			for c := byte(0x21); c <= 0x7e; c++ {
 				all.WriteByte(c)

@@ -92,12 +92,12 @@ func TestConfiguration(t *testing.T) {
 // TestStoredKeyAsIdemhttp pins the stored key to idemhttp's, on which
 // docs/grpc.md's promise rests that a key means one request over both.
 func TestStoredKeyAsIdemhttp(t *testing.T) {
-	for _, c := range [][2]string{{"", "k"}, {"acct_42", "4f9c2b7e-order-1"}, {strings.Repeat("s", 1000), strings.Repeat("k", idemgrpc.MaxKeyLength)}} {
+	for _, c := range [][2]string{{"", "k"}, {"acct_42", "4f9c2b7e-order-1"}, {strings.Repeat("s", 1000), strings.Repeat("k", idemgrpc.MaxClientKeyLength)}} {
 		if got, want := idemgrpc.StoredKey(c[0], c[1]), idemhttp.StoredKey(c[0], c[1]); got != want {
 			t.Errorf("StoredKey(%q, %q) = %q, idemhttp's is %q", c[0], c[1], got, want)
 		}
-		if n := len(idemgrpc.StoredKey(c[0], c[1])); n > idem.MaxKeyBytes {
-			t.Errorf("StoredKey is %d bytes, more than idem.MaxKeyBytes", n)
+		if n := len(idemgrpc.StoredKey(c[0], c[1])); n > idem.MaxStoredKeyBytes {
+			t.Errorf("StoredKey is %d bytes, more than idem.MaxStoredKeyBytes", n)
 		}
 	}
 }

@@ -379,7 +379,7 @@ func WithErrorWriter(fn func(w http.ResponseWriter, r *http.Request, p Problem))
 }
 
 // WithKeyValidator adds the API's own rule for keys, such as "a UUID", to
-// the middleware's (1 to MaxKeyLength printable ASCII characters). It gets
+// the middleware's (1 to MaxClientKeyLength printable ASCII characters). It gets
 // the key as the client meant it, unquoted, once the middleware's own rule
 // has passed, and before the scope function, the body or the database are
 // touched, so a refused key costs nothing. A non-nil error refuses the
