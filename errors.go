@@ -10,12 +10,14 @@ import (
 var (
 	// ErrInvalidArgument is returned by New for a bad option, and by every
 	// method of Store for a nil transaction, database, function or Store, or
-	// a Store not made by New.
+	// a Store not made by New. The adapters wrap it too: idemhttp's New,
+	// NewWithRunner and options, and idemgrpc's UnaryServerInterceptor and
+	// options, for every argument they refuse.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
 
 	// ErrInvalidKey is returned by Do, DoTx, Run, Lookup and the
 	// operators' methods when the key is empty or longer than
-	// MaxKeyBytes.
+	// MaxStoredKeyBytes.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 
 	// ErrInvalidHash is returned by Do, DoTx and Run when the request

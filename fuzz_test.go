@@ -28,8 +28,8 @@ func FuzzDo(f *testing.F) {
 	f.Add([]byte{}, []byte{1}, 200, "", "", []byte{})
 	f.Add([]byte("k"), []byte{}, 200, "", "", []byte{})
 	f.Add([]byte("k"), make([]byte, idem.MaxHashBytes+1), 200, "", "", []byte(nil))
-	f.Add(bytes.Repeat([]byte("k"), idem.MaxKeyBytes), make([]byte, idem.MaxHashBytes), 204, "X", "", []byte(nil))
-	f.Add(bytes.Repeat([]byte("k"), idem.MaxKeyBytes+1), []byte{1}, 200, "", "", []byte(nil))
+	f.Add(bytes.Repeat([]byte("k"), idem.MaxStoredKeyBytes), make([]byte, idem.MaxHashBytes), 204, "X", "", []byte(nil))
+	f.Add(bytes.Repeat([]byte("k"), idem.MaxStoredKeyBytes+1), []byte{1}, 200, "", "", []byte(nil))
 	f.Add([]byte("\x00\xff key "), []byte{0}, -1, "\x00", "\xff", []byte("\x00"))
 	f.Add([]byte("k"), []byte{1}, math.MaxInt32+1, "", "", []byte{})
 	f.Add([]byte("k"), []byte{1}, math.MinInt32, "", "", []byte{})
@@ -53,7 +53,7 @@ func FuzzDo(f *testing.F) {
 
 		var want error
 		switch {
-		case len(key) == 0 || len(key) > idem.MaxKeyBytes:
+		case len(key) == 0 || len(key) > idem.MaxStoredKeyBytes:
 			want = idem.ErrInvalidKey
 		case len(hash) == 0 || len(hash) > idem.MaxHashBytes:
 			want = idem.ErrInvalidHash

@@ -20,8 +20,12 @@ import (
 
 // Limits on the inputs of Do.
 const (
-	// MaxKeyBytes is the longest idempotency key, in bytes.
-	MaxKeyBytes = 512
+	// MaxStoredKeyBytes is the longest idempotency key that Do and the
+	// Store's other methods take, in bytes: the key as it is stored. It is
+	// not what a client may send through idemhttp or idemgrpc, whose
+	// MaxClientKeyLength is shorter, so that the client's key and a hash
+	// of its scope fit together within this limit.
+	MaxStoredKeyBytes = 512
 	// MaxHashBytes is the longest request hash, in bytes: room for SHA-512.
 	MaxHashBytes = 64
 )
@@ -447,8 +451,8 @@ func validateCall(key string, reqHash []byte, noFn bool) error {
 }
 
 func validateKey(key string) error {
-	if len(key) == 0 || len(key) > MaxKeyBytes {
-		return fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxKeyBytes)
+	if len(key) == 0 || len(key) > MaxStoredKeyBytes {
+		return fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxStoredKeyBytes)
 	}
 	return nil
 }

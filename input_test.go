@@ -65,7 +65,7 @@ func TestBadInputIsAnError(t *testing.T) {
 		want  error
 	}{
 		{"empty key", e.Store, tx, "", hashA, ok, idem.ErrInvalidKey},
-		{"long key", e.Store, tx, strings.Repeat("k", idem.MaxKeyBytes+1), hashA, ok, idem.ErrInvalidKey},
+		{"long key", e.Store, tx, strings.Repeat("k", idem.MaxStoredKeyBytes+1), hashA, ok, idem.ErrInvalidKey},
 		{"empty hash", e.Store, tx, "k", nil, ok, idem.ErrInvalidHash},
 		{"long hash", e.Store, tx, "k", make([]byte, idem.MaxHashBytes+1), ok, idem.ErrInvalidHash},
 		{"nil transaction", e.Store, nil, "k", hashA, ok, idem.ErrInvalidArgument},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemgrpc"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // hook collects what the interceptor reports.
@@ -47,7 +48,7 @@ func TestConflictIsRetryable(t *testing.T) {
 		var h hook
 		s := &shop{e: e, before: func(ctx context.Context, method string) error {
 			n := attempts.Add(1)
-			if err := e.insertEffect(ctx, idemgrpc.Tx(ctx), "k", "doomed"); err != nil {
+			if err := e.Effects.Insert(ctx, idemgrpc.Tx(ctx), "k", "doomed"); err != nil {
 				return err
 			}
 			_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", fmt.Sprint(n)))
@@ -64,7 +65,7 @@ func TestConflictIsRetryable(t *testing.T) {
 		if n := attempts.Load(); n != 5 {
 			t.Errorf("the handler ran %d times, want DoTx's 5 attempts", n)
 		}
-		if n := e.effectCount(t, "k"); n != 0 {
+		if n := e.EffectCount(t, "k"); n != 0 {
 			t.Errorf("%d effect rows, want 0", n)
 		}
 		e.wantNoRecord(t, "", "k")
@@ -80,7 +81,7 @@ func TestResponseTooLarge(t *testing.T) {
 		var h hook
 		s, conn := e.start(t, protected, h.option())
 		wantRefusal(t, place(conn, "k", "a reply longer than sixteen bytes"), codes.Internal, idemgrpc.ReasonResponseTooLarge)
-		if n := e.effectCount(t, "k"); n != 0 {
+		if n := e.EffectCount(t, "k"); n != 0 {
 			t.Errorf("%d effect rows, want 0: the call must be undone", n)
 		}
 		e.wantNoRecord(t, "", "k")
@@ -99,7 +100,7 @@ func TestDamagedRecord(t *testing.T) {
 		var h hook
 		s, conn := e.start(t, protected, h.option())
 		wantRan(t, place(conn, "k", "book"), 1)
-		if _, err := e.db.ExecContext(context.Background(), "UPDATE "+e.table+" SET status = 7"); err != nil {
+		if _, err := e.DB.ExecContext(context.Background(), "UPDATE "+e.Table+" SET status = 7"); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
@@ -108,7 +109,7 @@ func TestDamagedRecord(t *testing.T) {
 		if n := s.runs.Load(); n != 1 {
 			t.Errorf("the handler ran %d times, want 1: a damaged record still says the call ran", n)
 		}
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 		if errs := h.reported(); len(errs) != 2 {
@@ -121,7 +122,7 @@ func TestDamagedRecord(t *testing.T) {
 // stream in the context: a protected call runs and replays all the same,
 // with nowhere to put the replay marker.
 func TestWithoutAServer(t *testing.T) {
-	e := setup(t, sqliteTarget())
+	e := setup(t, dbtest.SQLite(""))
 	s := &shop{e: e}
 	ic := e.protect(t, protected)
 	info := &grpc.UnaryServerInfo{Server: s, FullMethod: placeMethod}

@@ -54,16 +54,17 @@ func Tx(ctx context.Context) *sql.Tx {
 //
 // A bad configuration (a nil store or database, an option that refuses its
 // argument, no methods to protect) is an error that names every problem,
-// so that it fails at start-up; neither this function nor the interceptor
-// panics of its own.
+// so that it fails at start-up, and wraps idem.ErrInvalidArgument, as the
+// Store's own refusals do; neither this function nor the interceptor panics
+// of its own.
 func UnaryServerInterceptor(store *idem.Store, db *sql.DB, opts ...Option) (grpc.UnaryServerInterceptor, error) {
 	i := &interceptor{store: store, db: db, cfg: defaultConfig()}
 	var errs []error
 	if store.Dialect() == nil {
-		errs = append(errs, errors.New("idemgrpc: nil store, or a Store not made by idem.New"))
+		errs = append(errs, fmt.Errorf("idemgrpc: nil store, or a Store not made by idem.New: %w", idem.ErrInvalidArgument))
 	}
 	if db == nil {
-		errs = append(errs, errors.New("idemgrpc: nil database"))
+		errs = append(errs, fmt.Errorf("idemgrpc: nil database: %w", idem.ErrInvalidArgument))
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -75,12 +76,12 @@ func UnaryServerInterceptor(store *idem.Store, db *sql.DB, opts ...Option) (grpc
 	}
 	switch {
 	case i.cfg.methods != nil && i.cfg.filter != nil:
-		errs = append(errs, errors.New("idemgrpc: WithMethods and WithMethodFilter both given: choose one"))
+		errs = append(errs, fmt.Errorf("idemgrpc: WithMethods and WithMethodFilter both given: choose one: %w", idem.ErrInvalidArgument))
 	case i.cfg.methods == nil && i.cfg.filter == nil:
-		errs = append(errs, errors.New("idemgrpc: no methods to protect: give WithMethods or WithMethodFilter"))
+		errs = append(errs, fmt.Errorf("idemgrpc: no methods to protect: give WithMethods or WithMethodFilter: %w", idem.ErrInvalidArgument))
 	}
 	if i.cfg.scoped == i.cfg.single {
-		errs = append(errs, errors.New("idemgrpc: choose WithScope, so that one client's keys never meet another's, or WithSingleClient, when keys may be global: keys are per client unless the service says otherwise"))
+		errs = append(errs, fmt.Errorf("idemgrpc: choose WithScope, so that one client's keys never meet another's, or WithSingleClient, when keys may be global: keys are per client unless the service says otherwise: %w", idem.ErrInvalidArgument))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

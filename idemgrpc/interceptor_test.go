@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemgrpc"
 )
 
@@ -33,7 +34,7 @@ func (e *env) protect(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInt
 // protectScoped is protect for opts that choose a scope themselves.
 func (e *env) protectScoped(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
 	t.Helper()
-	ic, err := idemgrpc.UnaryServerInterceptor(e.store, e.db, opts...)
+	ic, err := idemgrpc.UnaryServerInterceptor(e.Store, e.DB, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func wantPushback(t *testing.T, a answer, ms int) {
 // wantNoRecord fails the test unless the key has no record.
 func (e *env) wantNoRecord(t *testing.T, scope, key string) {
 	t.Helper()
-	if res, err := e.store.Lookup(context.Background(), e.db, idemgrpc.StoredKey(scope, key)); !errors.Is(err, idem.ErrNotFound) {
+	if res, err := e.Store.Lookup(context.Background(), e.DB, idemgrpc.StoredKey(scope, key)); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Lookup = %v, %v; want ErrNotFound: nothing must be stored", res.Outcome, err)
 	}
 }
@@ -176,7 +177,7 @@ func TestClaimThenReplay(t *testing.T) {
 		}
 		// The record holds the reply's deterministic encoding, byte for
 		// byte, as OK.
-		res, err := e.store.Lookup(context.Background(), e.db, idemgrpc.StoredKey("", "k1"))
+		res, err := e.Store.Lookup(context.Background(), e.DB, idemgrpc.StoredKey("", "k1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +191,7 @@ func TestClaimThenReplay(t *testing.T) {
 		if n := s.runs.Load(); n != 1 {
 			t.Errorf("the handler ran %d times, want 1", n)
 		}
-		if n := e.effectCount(t, "k1"); n != 1 {
+		if n := e.EffectCount(t, "k1"); n != 1 {
 			t.Errorf("%d effect rows for k1, want 1", n)
 		}
 
@@ -202,7 +203,7 @@ func TestClaimThenReplay(t *testing.T) {
 			t.Fatal(shipped.err)
 		}
 		wantReplay(t, ship(conn, "k2", parcel("kettle", 1200, label)), shipped)
-		if n := e.effectCount(t, "k2"); n != 1 {
+		if n := e.EffectCount(t, "k2"); n != 1 {
 			t.Errorf("%d effect rows for k2, want 1", n)
 		}
 
@@ -246,7 +247,7 @@ func TestFingerprintAsDocumented(t *testing.T) {
 			{"another scope", hash("idemgrpc/1", "acct_43", placeMethod), idem.Mismatch},
 			{"another method", hash("idemgrpc/1", "acct_42", peekMethod), idem.Mismatch},
 		} {
-			res, err := e.store.DoTx(context.Background(), e.db, nil, idemgrpc.StoredKey("acct_42", "k"), c.hash, notRun)
+			res, err := e.Store.DoTx(context.Background(), e.DB, nil, idemgrpc.StoredKey("acct_42", "k"), c.hash, notRun)
 			if err != nil || res.Outcome != c.want {
 				t.Errorf("%s: %v, %v; want %v", c.name, res.Outcome, err, c.want)
 			}
@@ -268,7 +269,7 @@ func TestMismatch(t *testing.T) {
 		if n := s.runs.Load(); n != 1 {
 			t.Errorf("the handler ran %d times, want 1", n)
 		}
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -337,11 +338,11 @@ func TestInFlight(t *testing.T) {
 		done := make(chan answer, 1)
 		go func() { done <- place(conn, "k", "book") }()
 		<-started
-		if tg.oneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			// SQLite has no in-flight key: the second call waits at
 			// BEGIN for the first to finish, then replays it. The first
 			// is released 300 ms from now, and the second waits for it
-			// up to the 10 s busy timeout of sqliteParams, for each of
+			// up to the 10 s busy timeout of dbtest.SQLiteParams, for each of
 			// DoTx's attempts: load may stretch the 300 ms many times
 			// over and the second still gets the lock. (If load delays
 			// the second call past the release, it replays without
@@ -374,7 +375,7 @@ func TestInFlight(t *testing.T) {
 			wantRan(t, first, 1)
 			wantReplay(t, place(conn, "k", "book"), first)
 		}
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -398,7 +399,7 @@ const retryUnavailable = `{"methodConfig": [{
 // carries the same key, waits the pushback, and replays.
 func TestClientRetryPolicyGetsTheReply(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		if tg.oneWriter {
+		if dialect.CapabilitiesOf(tg.Dialect).OneWriter {
 			t.Skip("SQLite never answers in flight: a second call waits at BEGIN (TestInFlight/sqlite)")
 		}
 		// The first call is released when the second's first attempt
@@ -436,7 +437,7 @@ func TestClientRetryPolicyGetsTheReply(t *testing.T) {
 		first := <-done
 		wantRan(t, first, 1)
 		wantReplay(t, second, first)
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 	})
@@ -461,7 +462,7 @@ func TestKeys(t *testing.T) {
 			wantRefusal(t, place(conn, "", "book"), codes.InvalidArgument, idemgrpc.ReasonKeyRequired)
 			for name, md := range map[string][]string{
 				"empty":          {idemgrpc.DefaultKeyMetadata, ""},
-				"too long":       {idemgrpc.DefaultKeyMetadata, strings.Repeat("k", idemgrpc.MaxKeyLength+1)},
+				"too long":       {idemgrpc.DefaultKeyMetadata, strings.Repeat("k", idemgrpc.MaxClientKeyLength+1)},
 				"twice":          {idemgrpc.DefaultKeyMetadata, "a", idemgrpc.DefaultKeyMetadata, "b"},
 				"leading space":  {idemgrpc.DefaultKeyMetadata, " k"},
 				"trailing space": {idemgrpc.DefaultKeyMetadata, "k "},
@@ -471,7 +472,7 @@ func TestKeys(t *testing.T) {
 				t.Run(name, func(t *testing.T) { wantRefusal(t, a, codes.InvalidArgument, idemgrpc.ReasonInvalidKey) })
 			}
 			// The longest key, and every printable character, are fine.
-			wantRan(t, place(conn, strings.Repeat("k", idemgrpc.MaxKeyLength), "book"), 1)
+			wantRan(t, place(conn, strings.Repeat("k", idemgrpc.MaxClientKeyLength), "book"), 1)
 			var all strings.Builder
 			for c := byte(0x21); c <= 0x7e; c++ {
 				all.WriteByte(c)
@@ -580,7 +581,7 @@ func TestHandlerErrorStoresNothing(t *testing.T) {
 			}
 		}
 		// The effect rolled back each time, and the key stays free.
-		if n := e.effectCount(t, "k"); n != 0 {
+		if n := e.EffectCount(t, "k"); n != 0 {
 			t.Errorf("%d effect rows, want 0", n)
 		}
 		e.wantNoRecord(t, "", "k")
@@ -592,7 +593,7 @@ func TestHandlerErrorStoresNothing(t *testing.T) {
 		}
 		wantRefusal(t, place(conn, "w", "book", fieldWrong, "yes"), codes.Internal, idemgrpc.ReasonInternal)
 		e.wantNoRecord(t, "", "w")
-		if n := e.effectCount(t, "w"); n != 0 {
+		if n := e.EffectCount(t, "w"); n != 0 {
 			t.Errorf("%d effect rows for a reply of the wrong type, want 0", n)
 		}
 	})
@@ -618,7 +619,7 @@ func TestStoredErrors(t *testing.T) {
 			wantMarked(t, a)
 		}
 		// The effect committed with the error, once.
-		if n := e.effectCount(t, "k"); n != 1 {
+		if n := e.EffectCount(t, "k"); n != 1 {
 			t.Errorf("%d effect rows, want 1", n)
 		}
 		// A code that is not stored rolls back as before.
@@ -651,7 +652,7 @@ func TestEffectOncePerKey(t *testing.T) {
 		}
 		wg.Wait()
 		for k, key := range keys {
-			if n := e.effectCount(t, key); n != 1 {
+			if n := e.EffectCount(t, key); n != 1 {
 				t.Errorf("key %s: %d effect rows, want 1", key, n)
 			}
 			var ran, replayed int

@@ -19,10 +19,10 @@ func TestParseKey(t *testing.T) {
 		{[]string{"k"}, "k", true, ""},
 		{[]string{`"quoted"`}, `"quoted"`, true, ""}, // no quoted form: the quotes are the key's
 		{[]string{"a key"}, "a key", true, ""},
-		{[]string{strings.Repeat("k", MaxKeyLength)}, strings.Repeat("k", MaxKeyLength), true, ""},
+		{[]string{strings.Repeat("k", MaxClientKeyLength)}, strings.Repeat("k", MaxClientKeyLength), true, ""},
 		{[]string{""}, "", true, "empty"},
 		{[]string{"a", "a"}, "", true, "more than once"},
-		{[]string{strings.Repeat("k", MaxKeyLength+1)}, "", true, "longer than 255"},
+		{[]string{strings.Repeat("k", MaxClientKeyLength+1)}, "", true, "longer than 255"},
 		{[]string{"k\x00"}, "", true, "control or non-ASCII"},
 		{[]string{"k\t"}, "", true, "control or non-ASCII"},
 		{[]string{"k\x7f"}, "", true, "control or non-ASCII"},

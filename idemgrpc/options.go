@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/idemgo/idem"
 )
 
 // Defaults of the interceptor's options.
@@ -59,15 +61,15 @@ func WithKeyMetadata(name string) Option {
 		name = strings.ToLower(name)
 		switch {
 		case name == "":
-			return errors.New("idemgrpc: empty key metadata name")
+			return fmt.Errorf("idemgrpc: empty key metadata name: %w", idem.ErrInvalidArgument)
 		case strings.HasPrefix(name, "grpc-"):
-			return fmt.Errorf("idemgrpc: key metadata %q: keys that start with grpc- are reserved by gRPC", name)
+			return fmt.Errorf("idemgrpc: key metadata %q: keys that start with grpc- are reserved by gRPC: %w", name, idem.ErrInvalidArgument)
 		case strings.HasSuffix(name, "-bin"):
-			return fmt.Errorf("idemgrpc: key metadata %q: a key that ends in -bin carries binary values, and a key is text", name)
+			return fmt.Errorf("idemgrpc: key metadata %q: a key that ends in -bin carries binary values, and a key is text: %w", name, idem.ErrInvalidArgument)
 		}
 		for i := 0; i < len(name); i++ {
 			if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-				return fmt.Errorf("idemgrpc: key metadata %q is not a valid metadata key", name)
+				return fmt.Errorf("idemgrpc: key metadata %q is not a valid metadata key: %w", name, idem.ErrInvalidArgument)
 			}
 		}
 		c.keyName = name
@@ -91,14 +93,14 @@ func WithKeyMetadata(name string) Option {
 func WithMethods(fullMethods ...string) Option {
 	return func(c *config) error {
 		if len(fullMethods) == 0 {
-			return errors.New("idemgrpc: no methods")
+			return fmt.Errorf("idemgrpc: no methods: %w", idem.ErrInvalidArgument)
 		}
 		ms := make(map[string]*method, len(fullMethods))
 		var errs []error
 		for _, name := range fullMethods {
 			m, err := resolve(name)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("%w: %w", err, idem.ErrInvalidArgument))
 				continue
 			}
 			ms[name] = m
@@ -126,7 +128,7 @@ func WithMethods(fullMethods ...string) Option {
 func WithMethodFilter(protect func(fullMethod string) bool) Option {
 	return func(c *config) error {
 		if protect == nil {
-			return errors.New("idemgrpc: nil method filter")
+			return fmt.Errorf("idemgrpc: nil method filter: %w", idem.ErrInvalidArgument)
 		}
 		c.filter = protect
 		return nil
@@ -163,7 +165,7 @@ func WithScope(scope func(ctx context.Context) (string, error)) Option {
 	return func(c *config) error {
 		c.scoped = true // chosen, even if scope is refused: one error is enough
 		if scope == nil {
-			return errors.New("idemgrpc: nil scope function")
+			return fmt.Errorf("idemgrpc: nil scope function: %w", idem.ErrInvalidArgument)
 		}
 		c.scope = scope
 		return nil
@@ -220,7 +222,7 @@ func WithStoredErrors(cs ...codes.Code) Option {
 		set := make(map[codes.Code]bool, len(cs))
 		for _, code := range cs {
 			if !storableCodes[code] {
-				return fmt.Errorf("idemgrpc: %v is not a final answer and cannot be stored", code)
+				return fmt.Errorf("idemgrpc: %v is not a final answer and cannot be stored: %w", code, idem.ErrInvalidArgument)
 			}
 			set[code] = true
 		}
@@ -238,7 +240,7 @@ func WithStoredErrors(cs ...codes.Code) Option {
 func WithRetryPushback(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("idemgrpc: retry pushback must be positive, got %v", d)
+			return fmt.Errorf("idemgrpc: retry pushback must be positive, got %v: %w", d, idem.ErrInvalidArgument)
 		}
 		c.pushback = d
 		return nil
@@ -270,7 +272,7 @@ func WithTxOptions(opts *sql.TxOptions) Option {
 func WithErrorHook(hook func(ctx context.Context, fullMethod string, err error)) Option {
 	return func(c *config) error {
 		if hook == nil {
-			return errors.New("idemgrpc: nil error hook")
+			return fmt.Errorf("idemgrpc: nil error hook: %w", idem.ErrInvalidArgument)
 		}
 		c.onError = hook
 		return nil

@@ -3,6 +3,7 @@ package idemgrpc_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -89,15 +90,72 @@ func TestConfiguration(t *testing.T) {
 	}
 }
 
+// TestBadConfigurationIsInvalidArgument gives UnaryServerInterceptor one
+// bad argument or option at a time, in an otherwise good configuration, so
+// that errors.Is sees that one's error wrap idem.ErrInvalidArgument, as the
+// Store's own refusals do.
+func TestBadConfigurationIsInvalidArgument(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := new(sql.DB) // never used: the constructor does not touch the database
+	single := idemgrpc.WithSingleClient()
+	scope := idemgrpc.WithScope(func(context.Context) (string, error) { return "s", nil })
+	filter := idemgrpc.WithMethodFilter(func(string) bool { return true })
+	for _, c := range []struct {
+		name  string
+		store *idem.Store
+		db    *sql.DB
+		opts  []idemgrpc.Option
+	}{
+		{"nil store", nil, db, []idemgrpc.Option{protected, single}},
+		{"zero store", new(idem.Store), db, []idemgrpc.Option{protected, single}},
+		{"nil database", store, nil, []idemgrpc.Option{protected, single}},
+		{"no scope chosen", store, db, []idemgrpc.Option{protected}},
+		{"scope and single client", store, db, []idemgrpc.Option{protected, single, scope}},
+		{"no methods to protect", store, db, []idemgrpc.Option{single}},
+		{"methods and a filter", store, db, []idemgrpc.Option{protected, filter, single}},
+		{"empty methods", store, db, []idemgrpc.Option{idemgrpc.WithMethods(), filter, single}},
+		{"a method name that is not full", store, db, []idemgrpc.Option{idemgrpc.WithMethods("idemgrpc.test.Shop/Place"), filter, single}},
+		{"an unknown service", store, db, []idemgrpc.Option{idemgrpc.WithMethods("/idemgrpc.test.Nope/Place"), filter, single}},
+		{"not a service", store, db, []idemgrpc.Option{idemgrpc.WithMethods("/idemgrpc.test.Parcel/Place"), filter, single}},
+		{"an unknown method", store, db, []idemgrpc.Option{idemgrpc.WithMethods("/idemgrpc.test.Shop/Steal"), filter, single}},
+		{"a streaming method", store, db, []idemgrpc.Option{idemgrpc.WithMethods(watchMethod), filter, single}},
+		{"nil filter", store, db, []idemgrpc.Option{idemgrpc.WithMethodFilter(nil), protected, single}},
+		{"empty key metadata", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithKeyMetadata("")}},
+		{"reserved key metadata", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithKeyMetadata("grpc-key")}},
+		{"binary key metadata", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithKeyMetadata("key-bin")}},
+		{"invalid key metadata", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithKeyMetadata("idempotency key")}},
+		{"nil scope", store, db, []idemgrpc.Option{protected, idemgrpc.WithScope(nil)}},
+		{"a stored code that is not final", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithStoredErrors(codes.Unavailable)}},
+		{"zero pushback", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithRetryPushback(0)}},
+		{"nil hook", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithErrorHook(nil)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ic, err := idemgrpc.UnaryServerInterceptor(c.store, c.db, c.opts...)
+			if err == nil || ic != nil {
+				t.Fatalf("got an interceptor: %v, %v; want an error", ic != nil, err)
+			}
+			if n := strings.Count(err.Error(), "idemgrpc: "); n != 1 {
+				t.Errorf("error %q holds %d errors, want 1, so that errors.Is sees this case's", err, n)
+			}
+			if !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("error %q does not wrap idem.ErrInvalidArgument", err)
+			}
+		})
+	}
+}
+
 // TestStoredKeyAsIdemhttp pins the stored key to idemhttp's, on which
 // docs/grpc.md's promise rests that a key means one request over both.
 func TestStoredKeyAsIdemhttp(t *testing.T) {
-	for _, c := range [][2]string{{"", "k"}, {"acct_42", "4f9c2b7e-order-1"}, {strings.Repeat("s", 1000), strings.Repeat("k", idemgrpc.MaxKeyLength)}} {
+	for _, c := range [][2]string{{"", "k"}, {"acct_42", "4f9c2b7e-order-1"}, {strings.Repeat("s", 1000), strings.Repeat("k", idemgrpc.MaxClientKeyLength)}} {
 		if got, want := idemgrpc.StoredKey(c[0], c[1]), idemhttp.StoredKey(c[0], c[1]); got != want {
 			t.Errorf("StoredKey(%q, %q) = %q, idemhttp's is %q", c[0], c[1], got, want)
 		}
-		if n := len(idemgrpc.StoredKey(c[0], c[1])); n > idem.MaxKeyBytes {
-			t.Errorf("StoredKey is %d bytes, more than idem.MaxKeyBytes", n)
+		if n := len(idemgrpc.StoredKey(c[0], c[1])); n > idem.MaxStoredKeyBytes {
+			t.Errorf("StoredKey is %d bytes, more than idem.MaxStoredKeyBytes", n)
 		}
 	}
 }

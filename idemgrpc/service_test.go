@@ -191,7 +191,7 @@ func (s *shop) effect(ctx context.Context, note string) error {
 	if vs := metadata.ValueFromIncomingContext(ctx, idemgrpc.DefaultKeyMetadata); len(vs) > 0 {
 		key = vs[0]
 	}
-	return s.e.insertEffect(ctx, tx, key, note)
+	return s.e.Effects.Insert(ctx, tx, key, note)
 }
 
 // unary returns the handler of a unary method of shop, as protoc-gen-go-grpc

@@ -12,8 +12,8 @@ func FuzzParseKey(f *testing.F) {
 	for _, v := range []string{
 		"", " ", "\t", "k", "order-1", " padded\t", "a b", `"abc"`, `"a\"b\\c"`, `""`, `"`, `"abc`,
 		`"abc\"`, `"a\bc"`, `"abc";v=1`, `"abc"def`, `" lead"`, `"\""`, "a\x00b", "a\x7fb",
-		"schl\xc3\xbcssel", "\xff\xfe", strings.Repeat("k", MaxKeyLength), strings.Repeat("k", MaxKeyLength+1),
-		`"` + strings.Repeat("k", MaxKeyLength) + `"`, `"` + strings.Repeat(`\\`, MaxKeyLength) + `"`,
+		"schl\xc3\xbcssel", "\xff\xfe", strings.Repeat("k", MaxClientKeyLength), strings.Repeat("k", MaxClientKeyLength+1),
+		`"` + strings.Repeat("k", MaxClientKeyLength) + `"`, `"` + strings.Repeat(`\\`, MaxClientKeyLength) + `"`,
 	} {
 		f.Add(v, false)
 	}
@@ -52,7 +52,7 @@ func FuzzParseKey(f *testing.F) {
 			return
 		}
 		if !validKey(key) {
-			t.Fatalf("parseKey(%q) accepted %q, which is not 1 to %d printable ASCII characters", v, key, MaxKeyLength)
+			t.Fatalf("parseKey(%q) accepted %q, which is not 1 to %d printable ASCII characters", v, key, MaxClientKeyLength)
 		}
 
 		// Quoting the key again names the same key.
@@ -70,9 +70,9 @@ func FuzzParseKey(f *testing.F) {
 	})
 }
 
-// validKey reports whether k is 1 to MaxKeyLength printable ASCII characters.
+// validKey reports whether k is 1 to MaxClientKeyLength printable ASCII characters.
 func validKey(k string) bool {
-	if k == "" || len(k) > MaxKeyLength {
+	if k == "" || len(k) > MaxClientKeyLength {
 		return false
 	}
 	for i := 0; i < len(k); i++ {

@@ -70,7 +70,7 @@ func TestQuotedKeys(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		srv := e.serve(t, e.orders())
-		long := strings.Repeat("k", idemhttp.MaxKeyLength)
+		long := strings.Repeat("k", idemhttp.MaxClientKeyLength)
 		run := 0
 		for _, c := range []struct{ name, first, retry, key string }{
 			{"quoted, then plain", `"abc"`, `abc`, `abc`},
@@ -99,7 +99,7 @@ func TestStoredKey(t *testing.T) {
 	if idemhttp.StoredKey("a", "k") == idemhttp.StoredKey("b", "k") {
 		t.Error("two scopes share a stored key")
 	}
-	if n := len(idemhttp.StoredKey(strings.Repeat("s", 1<<16), strings.Repeat("k", idemhttp.MaxKeyLength))); n > idem.MaxKeyBytes {
-		t.Errorf("the longest stored key has %d bytes, more than idem.MaxKeyBytes", n)
+	if n := len(idemhttp.StoredKey(strings.Repeat("s", 1<<16), strings.Repeat("k", idemhttp.MaxClientKeyLength))); n > idem.MaxStoredKeyBytes {
+		t.Errorf("the longest stored key has %d bytes, more than idem.MaxStoredKeyBytes", n)
 	}
 }

@@ -79,7 +79,9 @@ func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, 
 // It returns an error for a bad configuration, listing every problem: a nil
 // store or database, a Store not made by idem.New, an option that refuses
 // its argument, and options that choose neither or both of WithScope and
-// WithSingleClient. The choice of key space is required because the safe
+// WithSingleClient. Every one of them wraps idem.ErrInvalidArgument, as the
+// Store's own refusals do, so that errors.Is tells a refused configuration
+// from a failure. The choice of key space is required because the safe
 // default, a scope, needs to know who the client is, which only the
 // service can tell; and the unsafe one, global keys, must be a visible
 // decision rather than what happens when an option is forgotten. Failing
@@ -101,12 +103,12 @@ func newMiddleware(store *idem.Store, noDB bool, noDBError string, opts []Option
 	var errs []error
 	switch {
 	case store == nil:
-		errs = append(errs, errors.New("idemhttp: nil store"))
+		errs = append(errs, fmt.Errorf("idemhttp: nil store: %w", idem.ErrInvalidArgument))
 	case store.Dialect() == nil:
-		errs = append(errs, errors.New("idemhttp: the store was not made by idem.New"))
+		errs = append(errs, fmt.Errorf("idemhttp: the store was not made by idem.New: %w", idem.ErrInvalidArgument))
 	}
 	if noDB {
-		errs = append(errs, errors.New("idemhttp: "+noDBError))
+		errs = append(errs, fmt.Errorf("idemhttp: %s: %w", noDBError, idem.ErrInvalidArgument))
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -130,9 +132,9 @@ func newMiddleware(store *idem.Store, noDB bool, noDBError string, opts []Option
 func (m *Middleware) usable() error {
 	switch {
 	case m == nil:
-		return errors.New("idemhttp: nil Middleware (New returns nil with its error)")
+		return fmt.Errorf("idemhttp: nil Middleware (New returns nil with its error): %w", idem.ErrInvalidArgument)
 	case m.store == nil:
-		return errors.New("idemhttp: the Middleware was not made by New")
+		return fmt.Errorf("idemhttp: the Middleware was not made by New: %w", idem.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -153,7 +155,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		return &failing{err: err}
 	}
 	if next == nil {
-		return &failing{cfg: &m.cfg, err: errors.New("idemhttp: Handler was given a nil handler")}
+		return &failing{cfg: &m.cfg, err: fmt.Errorf("idemhttp: Handler was given a nil handler: %w", idem.ErrInvalidArgument)}
 	}
 	return &handler{m: m, next: next}
 }
@@ -178,7 +180,7 @@ func (m *Middleware) Identify(r *http.Request) (key string, hash []byte, err err
 		return "", nil, err
 	}
 	if r == nil {
-		return "", nil, errors.New("idemhttp: nil request")
+		return "", nil, fmt.Errorf("idemhttp: nil request: %w", idem.ErrInvalidArgument)
 	}
 	id, err := m.identify(r, true)
 	if err != nil {

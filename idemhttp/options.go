@@ -2,13 +2,14 @@ package idemhttp
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemgo/idem"
 )
 
 // Defaults of the middleware's options.
@@ -79,7 +80,7 @@ func (c *config) applies(method string) bool { return slices.Contains(c.methods,
 func WithKeyHeader(name string) Option {
 	return func(c *config) error {
 		if !isToken(name) {
-			return fmt.Errorf("idemhttp: key header %q is not a valid header name", name)
+			return fmt.Errorf("idemhttp: key header %q is not a valid header name: %w", name, idem.ErrInvalidArgument)
 		}
 		c.header = http.CanonicalHeaderKey(name)
 		return nil
@@ -93,11 +94,11 @@ func WithKeyHeader(name string) Option {
 func WithMethods(methods ...string) Option {
 	return func(c *config) error {
 		if len(methods) == 0 {
-			return errors.New("idemhttp: no methods")
+			return fmt.Errorf("idemhttp: no methods: %w", idem.ErrInvalidArgument)
 		}
 		for _, m := range methods {
 			if !isToken(m) { // a method is a token, as a header name is
-				return fmt.Errorf("idemhttp: method %q is not a token", m)
+				return fmt.Errorf("idemhttp: method %q is not a token: %w", m, idem.ErrInvalidArgument)
 			}
 		}
 		c.methods = slices.Clone(methods)
@@ -133,7 +134,7 @@ func WithScope(fn func(*http.Request) (string, error)) Option {
 	return func(c *config) error {
 		c.scoped = true // chosen, even if fn is refused: one error is enough
 		if fn == nil {
-			return errors.New("idemhttp: nil scope function")
+			return fmt.Errorf("idemhttp: nil scope function: %w", idem.ErrInvalidArgument)
 		}
 		c.scope = fn
 		return nil
@@ -156,11 +157,11 @@ func WithSingleClient() Option {
 
 // errScopeChoice is New's answer when the options leave the key space
 // undecided, or decide it both ways.
-var errScopeChoice = errors.New("idemhttp: choose how clients' keys are kept apart, with exactly one of two options: " +
-	"WithScope(fn), which names the client of each request so that every client has keys of its own, " +
-	"as the IETF draft's security considerations recommend (a lookup key made of the client's key and what the server knows of the client); " +
-	"or WithSingleClient(), when the API has a single client or its keys are random and secret. " +
-	"Without a scope, keys are global, and two clients that send the same key get each other's responses")
+var errScopeChoice = fmt.Errorf("idemhttp: choose how clients' keys are kept apart, with exactly one of two options: "+
+	"WithScope(fn), which names the client of each request so that every client has keys of its own, "+
+	"as the IETF draft's security considerations recommend (a lookup key made of the client's key and what the server knows of the client); "+
+	"or WithSingleClient(), when the API has a single client or its keys are random and secret. "+
+	"Without a scope, keys are global, and two clients that send the same key get each other's responses: %w", idem.ErrInvalidArgument)
 
 // WithMaxBodyBytes sets the largest request body of a protected request. A
 // larger body fails with 413, before the handler runs: the whole body is read
@@ -169,7 +170,7 @@ var errScopeChoice = errors.New("idemhttp: choose how clients' keys are kept apa
 func WithMaxBodyBytes(n int64) Option {
 	return func(c *config) error {
 		if n <= 0 {
-			return fmt.Errorf("idemhttp: max body bytes must be positive, got %d", n)
+			return fmt.Errorf("idemhttp: max body bytes must be positive, got %d: %w", n, idem.ErrInvalidArgument)
 		}
 		c.maxBody = n
 		return nil
@@ -190,7 +191,7 @@ func WithMaxBodyBytes(n int64) Option {
 func WithStorePolicy(store func(status int) bool) Option {
 	return func(c *config) error {
 		if store == nil {
-			return errors.New("idemhttp: nil store policy")
+			return fmt.Errorf("idemhttp: nil store policy: %w", idem.ErrInvalidArgument)
 		}
 		c.storable = store
 		return nil
@@ -273,11 +274,11 @@ func WithReplayHeaders(names ...string) Option {
 		allow := make(map[string]bool, len(names))
 		for _, name := range names {
 			if !isToken(name) {
-				return fmt.Errorf("idemhttp: replay header %q is not a valid header name", name)
+				return fmt.Errorf("idemhttp: replay header %q is not a valid header name: %w", name, idem.ErrInvalidArgument)
 			}
 			name = http.CanonicalHeaderKey(name)
 			if neverReplayed(name) {
-				return fmt.Errorf("idemhttp: header %s must never be replayed", name)
+				return fmt.Errorf("idemhttp: header %s must never be replayed: %w", name, idem.ErrInvalidArgument)
 			}
 			allow[name] = true
 		}
@@ -293,7 +294,7 @@ func WithReplayHeaders(names ...string) Option {
 func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("idemhttp: retry after must be positive, got %v", d)
+			return fmt.Errorf("idemhttp: retry after must be positive, got %v: %w", d, idem.ErrInvalidArgument)
 		}
 		c.retryAfter = d
 		return nil
@@ -325,7 +326,7 @@ func WithTxOptions(opts *sql.TxOptions) Option {
 func WithErrorHook(fn func(r *http.Request, err error)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return errors.New("idemhttp: nil error hook")
+			return fmt.Errorf("idemhttp: nil error hook: %w", idem.ErrInvalidArgument)
 		}
 		c.onError = fn
 		return nil
@@ -345,9 +346,9 @@ func WithProblemTypeBase(base string) Option {
 		u, err := url.Parse(base)
 		switch {
 		case err != nil || !u.IsAbs():
-			return fmt.Errorf("idemhttp: problem type base %q is not an absolute URI", base)
+			return fmt.Errorf("idemhttp: problem type base %q is not an absolute URI: %w", base, idem.ErrInvalidArgument)
 		case !strings.ContainsAny(base[len(base)-1:], "/#:="):
-			return fmt.Errorf("idemhttp: problem type base %q must end with /, #, : or =, since the slug is appended to it", base)
+			return fmt.Errorf("idemhttp: problem type base %q must end with /, #, : or =, since the slug is appended to it: %w", base, idem.ErrInvalidArgument)
 		}
 		c.problemBase = base
 		return nil
@@ -371,7 +372,7 @@ func WithProblemTypeBase(base string) Option {
 func WithErrorWriter(fn func(w http.ResponseWriter, r *http.Request, p Problem)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return errors.New("idemhttp: nil error writer")
+			return fmt.Errorf("idemhttp: nil error writer: %w", idem.ErrInvalidArgument)
 		}
 		c.errorWriter = fn
 		return nil
@@ -379,7 +380,7 @@ func WithErrorWriter(fn func(w http.ResponseWriter, r *http.Request, p Problem))
 }
 
 // WithKeyValidator adds the API's own rule for keys, such as "a UUID", to
-// the middleware's (1 to MaxKeyLength printable ASCII characters). It gets
+// the middleware's (1 to MaxClientKeyLength printable ASCII characters). It gets
 // the key as the client meant it, unquoted, once the middleware's own rule
 // has passed, and before the scope function, the body or the database are
 // touched, so a refused key costs nothing. A non-nil error refuses the
@@ -389,7 +390,7 @@ func WithErrorWriter(fn func(w http.ResponseWriter, r *http.Request, p Problem))
 func WithKeyValidator(fn func(key string) error) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return errors.New("idemhttp: nil key validator")
+			return fmt.Errorf("idemhttp: nil key validator: %w", idem.ErrInvalidArgument)
 		}
 		c.validKey = fn
 		return nil
@@ -415,7 +416,7 @@ func WithKeyValidator(fn func(key string) error) Option {
 func WithBodyCanonicalizer(fn func(contentType string, body []byte) ([]byte, error)) Option {
 	return func(c *config) error {
 		if fn == nil {
-			return errors.New("idemhttp: nil body canonicalizer")
+			return fmt.Errorf("idemhttp: nil body canonicalizer: %w", idem.ErrInvalidArgument)
 		}
 		c.canonicalize = fn
 		return nil

@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"database/sql"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -93,6 +94,10 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 			if n := strings.Count(err.Error(), "idemhttp: "); n != 1 {
 				t.Errorf("New: %q holds %d errors, want 1", err, n)
 			}
+			// One error per case: errors.Is sees this case's, not another's.
+			if !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("New: %q does not wrap idem.ErrInvalidArgument", err)
+			}
 		})
 	}
 
@@ -158,14 +163,14 @@ func TestHandlerFailsClosed(t *testing.T) {
 	t.Run("a nil Middleware", func(t *testing.T) {
 		var mw *idemhttp.Middleware // as New returns it with an error
 		serveAll(t, mw.Handler(next))
-		if _, _, err := mw.Identify(httptestRequest("k", "")); err == nil || !strings.Contains(err.Error(), "nil Middleware") {
+		if _, _, err := mw.Identify(httptestRequest("k", "")); !errors.Is(err, idem.ErrInvalidArgument) || !strings.Contains(err.Error(), "nil Middleware") {
 			t.Errorf("Identify: %v, want the nil Middleware refused", err)
 		}
 	})
 	t.Run("a zero Middleware", func(t *testing.T) {
 		mw := &idemhttp.Middleware{}
 		serveAll(t, mw.Handler(next))
-		if _, _, err := mw.Identify(httptestRequest("k", "")); err == nil || !strings.Contains(err.Error(), "not made by New") {
+		if _, _, err := mw.Identify(httptestRequest("k", "")); !errors.Is(err, idem.ErrInvalidArgument) || !strings.Contains(err.Error(), "not made by New") {
 			t.Errorf("Identify: %v, want the zero Middleware refused", err)
 		}
 	})

@@ -458,8 +458,8 @@ func testKeysAreBytes(t *testing.T, s *suite) {
 		"strasse", "straße",
 		"caf\u00e9", "cafe\u0301",
 		"k\x00", "\xff\xfe",
-		strings.Repeat("x", idem.MaxKeyBytes),
-		strings.Repeat("x", idem.MaxKeyBytes-1) + "y",
+		strings.Repeat("x", idem.MaxStoredKeyBytes),
+		strings.Repeat("x", idem.MaxStoredKeyBytes-1) + "y",
 	}
 	e := s.env(t)
 	for i, k := range keys {
@@ -494,7 +494,7 @@ func testBadInput(t *testing.T, s *suite) {
 		want error
 	}{
 		{"empty key", tx, "", hashA, fn, idem.ErrInvalidKey},
-		{"long key", tx, strings.Repeat("k", idem.MaxKeyBytes+1), hashA, fn, idem.ErrInvalidKey},
+		{"long key", tx, strings.Repeat("k", idem.MaxStoredKeyBytes+1), hashA, fn, idem.ErrInvalidKey},
 		{"empty hash", tx, "k", nil, fn, idem.ErrInvalidHash},
 		{"long hash", tx, "k", make([]byte, idem.MaxHashBytes+1), fn, idem.ErrInvalidHash},
 		{"nil transaction", nil, "k", hashA, fn, idem.ErrInvalidArgument},

@@ -74,8 +74,8 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	if *scope != "" {
 		key = idemhttp.StoredKey(*scope, key)
 	}
-	if key == "" || len(key) > idem.MaxKeyBytes {
-		return usageError("a key is 1 to %d bytes, got %d", idem.MaxKeyBytes, len(key))
+	if key == "" || len(key) > idem.MaxStoredKeyBytes {
+		return usageError("a key is 1 to %d bytes, got %d", idem.MaxStoredKeyBytes, len(key))
 	}
 	if *limit < 0 {
 		return usageError("-max must not be negative, got %d", *limit)

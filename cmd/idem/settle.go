@@ -152,8 +152,8 @@ func (k *keyFlags) stored(cmd string) (string, error) {
 	if k.scope != "" {
 		key = idemhttp.StoredKey(k.scope, key)
 	}
-	if len(key) > idem.MaxKeyBytes {
-		return "", usageError("a key is 1 to %d bytes, got %d", idem.MaxKeyBytes, len(key))
+	if len(key) > idem.MaxStoredKeyBytes {
+		return "", usageError("a key is 1 to %d bytes, got %d", idem.MaxStoredKeyBytes, len(key))
 	}
 	return key, nil
 }

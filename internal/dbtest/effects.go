@@ -13,7 +13,7 @@ import (
 // per run, with the key it ran for and a note. It has one shape, in plain
 // SQL, on every database, a third party's through idemtest too: the key is
 // stored as its hex (EffectKey), which a text column of any collation holds
-// and compares byte for byte, and whose longest, for idem.MaxKeyBytes, fits
+// and compares byte for byte, and whose longest, for idem.MaxStoredKeyBytes, fits
 // the column.
 type Effects struct {
 	Table   string
