@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemgo/idem/driver"
 )
@@ -76,4 +77,36 @@ func Refused(err error) (Response, bool) {
 		return r.resp, true
 	}
 	return Response{}, false
+}
+
+// Run is Store.Run on db, whose transactions begin with the options that
+// the driver's package gave it; the steps' Phase and Final take the
+// driver's transaction, TX.
+func (e Engine[TX]) Run(ctx context.Context, db driver.DB[TX], key string, reqHash []byte, steps ...Step) (Result, error) {
+	if err := e.s.check(); err != nil {
+		return Result{}, err
+	}
+	if db == nil {
+		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return run(ctx, e.s, db, key, reqHash, steps, EventCall)
+}
+
+// Resume is Store.Resume on db.
+func (e Engine[TX]) Resume(ctx context.Context, db driver.DB[TX], steps StepsFunc, options ...ResumeOption) (ResumeReport, error) {
+	if err := e.s.check(); err != nil {
+		return ResumeReport{}, err
+	}
+	if db == nil {
+		return ResumeReport{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return resume(ctx, e.s, db, steps, options)
+}
+
+// Unfinished is Store.Unfinished on db.
+func (e Engine[TX]) Unfinished(ctx context.Context, db driver.DB[TX], olderThan time.Duration, limit int) ([]Unfinished, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return e.s.unfinished(ctx, db, olderThan, limit, false)
 }

@@ -1,11 +1,11 @@
 package idem
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/idemgo/idem/driver"
@@ -42,18 +42,19 @@ type Unfinished struct {
 // LeaseLeft and ResumeIn tell them apart. It returns ErrNoSteps for a
 // dialect without multi-step requests.
 func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int) ([]Unfinished, error) {
-	return s.unfinished(ctx, db, olderThan, limit, false)
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return s.unfinished(ctx, sqlDB{db: db}, olderThan, limit, false)
 }
 
 // unfinished is Unfinished, or, with resumable, the list without the
 // requests that a live lease or a back-off keeps from a Resumer.
-func (s *Store) unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int, resumable bool) ([]Unfinished, error) {
+func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Duration, limit int, resumable bool) ([]Unfinished, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	switch {
-	case db == nil:
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	case limit < 1:
 		return nil, fmt.Errorf("%w: limit %d, want 1 or more", ErrInvalidArgument, limit)
 	case olderThan < 0:
@@ -67,7 +68,7 @@ func (s *Store) unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 		st = s.steps.resumable
 	}
 	var list []Unfinished
-	err := sqlDB{db: db}.Query(ctx, st.query, st.args(v), func(scan func(dest ...any) error) error {
+	err := db.Query(ctx, st.query, st.args(v), func(scan func(dest ...any) error) error {
 		var (
 			u                            Unfinished
 			key                          []byte
@@ -88,57 +89,76 @@ func (s *Store) unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 	return list, nil
 }
 
-// Defaults of a Resumer.
+// Defaults of Resume.
 const (
 	// DefaultResumeAge is how long a request must have stood unfinished
-	// before a Resumer takes it, unless MinAge says otherwise: long
+	// before Resume takes it, unless ResumeOlderThan says otherwise: long
 	// enough for its client's own retries, which can take a dead runner's
 	// request over after a DefaultLease.
 	DefaultResumeAge = time.Minute
-	// DefaultGiveUpAfter is how old a request must be before a failure
-	// makes a Resumer compensate it, unless GiveUpAfter says otherwise.
-	DefaultGiveUpAfter = time.Hour
 	// DefaultResumeBatch is how many requests one Resume takes, unless
-	// Batch says otherwise.
+	// ResumeBatch says otherwise.
 	DefaultResumeBatch = 100
 )
 
-// Resumer drives to an end the multi-step requests that their clients left
-// unfinished: a client that gave up, a process that died between two
-// phases. The service runs it on a schedule, since it needs the service's
-// own steps: each call of Resume takes a batch of requests unfinished for
-// longer than MinAge whose lease has run out, oldest first, and runs each
-// forward through its remaining steps, as a retry of its client would. A
-// request whose remaining steps fail, or whose steps cannot be given, is
-// left alone for a back-off that doubles with each failure (see
-// Unfinished.ResumeIn), kept in its record, so that requests that keep
-// failing never crowd out those that would finish; once it is older than
-// GiveUpAfter, Compensate, if set, ends it with a stored failure.
-type Resumer struct {
-	Store *Store
-	DB    *sql.DB
+// StepsFunc returns the steps of the unfinished request with key, under the
+// names that Run was given; the steps up to its recovery point do not run,
+// so they may be left without what only the client's request had.
+type StepsFunc func(ctx context.Context, key string) ([]Step, error)
 
-	// Steps returns the steps of the request with key, under the names
-	// that Run was given; the steps up to its recovery point do not run,
-	// so they may be left without what only the client's request had.
-	Steps func(ctx context.Context, key string) ([]Step, error)
+// ResumeOption configures a call of Resume.
+type ResumeOption func(*resumeConfig) error
 
-	// Compensate, if set, ends a request that cannot go forward: it runs
-	// in a transaction of the request's, undoes there what it can of the
-	// committed phases (and calls other systems to undo theirs), and
-	// returns the failure to store as the final response. cause is why
-	// the request could not go forward.
-	Compensate func(ctx context.Context, tx *sql.Tx, req Unfinished, cause error) (Response, error)
+type resumeConfig struct {
+	minAge     time.Duration
+	batch      int
+	giveUp     time.Duration
+	compensate func(ctx context.Context, tx any, req Unfinished, cause error) (Response, error)
+	txType     reflect.Type
+}
 
-	// TxOptions are the options of the transactions of the requests'
-	// steps and of Compensate, as Run's opts; nil is the database's
-	// default.
-	TxOptions *sql.TxOptions
+// ResumeOlderThan makes Resume take only the requests unfinished for at
+// least d, by the Store's clock. The default is DefaultResumeAge.
+func ResumeOlderThan(d time.Duration) ResumeOption {
+	return func(c *resumeConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: age %v, want 0 or more", ErrInvalidArgument, d)
+		}
+		c.minAge = d
+		return nil
+	}
+}
 
-	// MinAge, GiveUpAfter and Batch are DefaultResumeAge,
-	// DefaultGiveUpAfter and DefaultResumeBatch when zero.
-	MinAge, GiveUpAfter time.Duration
-	Batch               int
+// ResumeBatch makes Resume take at most n requests. The default is
+// DefaultResumeBatch.
+func ResumeBatch(n int) ResumeOption {
+	return func(c *resumeConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: batch %d, want 1 or more", ErrInvalidArgument, n)
+		}
+		c.batch = n
+		return nil
+	}
+}
+
+// Compensate makes Resume end, with fn, a request that cannot go forward
+// once it is older than after (one hour is a common choice): fn runs in a
+// transaction of the request's, undoes there what it can of the committed
+// phases (and calls other systems to undo theirs), and returns the failure
+// to store as the final response. cause is why the request could not go
+// forward. Without it, such a request stays unfinished, backed off. TX is
+// the driver's transaction, as for Phase.
+func Compensate[TX any](after time.Duration, fn func(ctx context.Context, tx TX, req Unfinished, cause error) (Response, error)) ResumeOption {
+	return func(c *resumeConfig) error {
+		if after <= 0 || fn == nil {
+			return fmt.Errorf("%w: Compensate after %v with a nil function %v, want a positive age and a function", ErrInvalidArgument, after, fn == nil)
+		}
+		c.giveUp, c.txType = after, reflect.TypeFor[TX]()
+		c.compensate = func(ctx context.Context, tx any, req Unfinished, cause error) (Response, error) {
+			return fn(ctx, tx.(TX), req, cause)
+		}
+		return nil
+	}
 }
 
 // ResumeReport counts what one Resume did.
@@ -150,23 +170,56 @@ type ResumeReport struct {
 	// listing and their resume. The requests that a live runner holds
 	// are not listed at all.
 	Busy int
-	// Failed requests stay unfinished, for the next Resume; the error of
+	// Failed requests stay unfinished, for a later Resume; the error of
 	// Resume says why, request by request.
 	Failed int
 }
 
-// Resume takes one batch of unfinished requests and drives each to an end
-// (see Resumer). Its error joins those of the requests that failed, each
-// naming its key; the others are counted in the report all the same.
-func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
-	var rep ResumeReport
-	switch {
-	case r.Store == nil || r.DB == nil:
-		return rep, fmt.Errorf("%w: Resumer without a Store or a database", ErrInvalidArgument)
-	case r.Steps == nil:
-		return rep, fmt.Errorf("%w: Resumer without Steps", ErrInvalidArgument)
+// Resume drives to an end the multi-step requests that their clients left
+// unfinished: a client that gave up, a process that died between two
+// phases. The service calls it on a schedule, since it needs the service's
+// own steps, which steps gives: each call takes a batch of requests
+// unfinished for long enough (ResumeOlderThan) whose lease has run out,
+// oldest first, and runs each forward through its remaining steps, in
+// transactions that begin on db with opts, as a retry of its client would.
+// A request whose remaining steps fail, or whose steps cannot be given, is
+// left alone for a back-off that doubles with each failure (see
+// Unfinished.ResumeIn), kept in its record, so that requests that keep
+// failing never crowd out those that would finish; once it is old enough,
+// Compensate, if given, ends it with a stored failure.
+//
+// Its error joins those of the requests that failed, each naming its key;
+// the others are counted in the report all the same. The observers get
+// each request's answer as an Event of kind EventResume.
+func (s *Store) Resume(ctx context.Context, db *sql.DB, opts *sql.TxOptions, steps StepsFunc, options ...ResumeOption) (ResumeReport, error) {
+	if err := s.check(); err != nil {
+		return ResumeReport{}, err
 	}
-	list, err := r.Store.unfinished(ctx, r.DB, cmp.Or(r.MinAge, DefaultResumeAge), cmp.Or(r.Batch, DefaultResumeBatch), true)
+	if db == nil {
+		return ResumeReport{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return resume(ctx, s, driver.DB[*sql.Tx](sqlDB{db, opts}), steps, options)
+}
+
+// resume is Resume on any driver's database, for a Store that was checked.
+func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps StepsFunc, options []ResumeOption) (ResumeReport, error) {
+	var rep ResumeReport
+	c := resumeConfig{minAge: DefaultResumeAge, batch: DefaultResumeBatch}
+	for _, o := range options {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return rep, err
+		}
+	}
+	switch {
+	case steps == nil:
+		return rep, fmt.Errorf("%w: Resume without steps", ErrInvalidArgument)
+	case c.compensate != nil && c.txType != reflect.TypeFor[TX]():
+		return rep, fmt.Errorf("%w: Compensate takes a transaction of type %v, and Resume runs on a driver whose transactions are %v", ErrInvalidArgument, c.txType, reflect.TypeFor[TX]())
+	}
+	list, err := s.unfinished(ctx, db, c.minAge, c.batch, true)
 	if err != nil {
 		return rep, err
 	}
@@ -175,9 +228,9 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, errors.Join(append(errs, err)...)
 		}
-		if err := r.resume(ctx, u, &rep); err != nil {
+		if err := resumeOne(ctx, s, db, &c, steps, u, &rep); err != nil {
 			rep.Failed++
-			if berr := r.Store.backOff(ctx, r.DB, u.Key); berr != nil {
+			if berr := s.backOff(ctx, db, u.Key); berr != nil {
 				err = errors.Join(err, berr)
 			}
 			errs = append(errs, fmt.Errorf("key %q at step %q: %w", u.Key, u.Phase, err))
@@ -186,15 +239,12 @@ func (r *Resumer) Resume(ctx context.Context) (ResumeReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// resume drives one request to an end, and counts it in rep unless it
+// resumeOne drives one request to an end, and counts it in rep unless it
 // fails.
-func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) error {
-	s := r.Store
-	steps, cause := r.Steps(ctx, u.Key)
+func resumeOne[TX any](ctx context.Context, s *Store, db driver.DB[TX], c *resumeConfig, stepsOf StepsFunc, u Unfinished, rep *ResumeReport) error {
+	steps, cause := stepsOf(ctx, u.Key)
 	if cause == nil {
-		// The observers get the answer as an EventResume: it is no
-		// client's call.
-		res, err := run(ctx, s, driver.DB[*sql.Tx](sqlDB{r.DB, r.TxOptions}), u.Key, u.requestHash, steps, EventResume)
+		res, err := run(ctx, s, db, u.Key, u.requestHash, steps, EventResume)
 		switch {
 		case err != nil:
 			cause = err
@@ -206,11 +256,11 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 			return nil
 		}
 	}
-	if r.Compensate == nil || s.clock().Sub(u.CreatedAt) < cmp.Or(r.GiveUpAfter, DefaultGiveUpAfter) {
+	if c.compensate == nil || s.clock().Sub(u.CreatedAt) < c.giveUp {
 		return cause
 	}
-	claimed, err := s.compensate(ctx, r.DB, r.TxOptions, u, func(ctx context.Context, tx *sql.Tx) (Response, error) {
-		return r.Compensate(ctx, tx, u, cause)
+	claimed, err := compensate(ctx, s, db, u, func(ctx context.Context, tx any) (Response, error) {
+		return c.compensate(ctx, tx, u, cause)
 	})
 	switch {
 	case err != nil:
@@ -223,13 +273,13 @@ func (r *Resumer) resume(ctx context.Context, u Unfinished, rep *ResumeReport) e
 	return nil
 }
 
-// backOff notes that a Resumer failed to finish the request of key: the
-// next Resumes leave it alone for longer (see Unfinished.ResumeIn). It runs
-// even if ctx is done, so that a failure is never forgotten.
-func (s *Store) backOff(ctx context.Context, db *sql.DB, key string) error {
+// backOff notes that Resume failed to finish the request of key: the next
+// calls leave it alone for longer (see Unfinished.ResumeIn). It runs even if
+// ctx is done, so that a failure is never forgotten.
+func (s *Store) backOff(ctx context.Context, db driver.Tx, key string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	if _, err := s.exec(ctx, sqlDB{db: db}, s.steps.backoff, &values{key: []byte(key)}); err != nil {
+	if _, err := s.exec(ctx, db, s.steps.backoff, &values{key: []byte(key)}); err != nil {
 		return fmt.Errorf("note the failure: %w", err)
 	}
 	return nil
@@ -239,8 +289,8 @@ func (s *Store) backOff(ctx context.Context, db *sql.DB, key string) error {
 // transaction of its own, after taking it over; claimed is false when
 // another call had it, or finished it, first. The observers get an
 // EventCompensate when it stored the response or failed.
-func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions, u Unfinished, fn Func) (claimed bool, err error) {
-	r := &stepRun[*sql.Tx]{s: s, db: sqlDB{db, opts}, key: u.Key, reqHash: u.requestHash, anyPoint: true}
+func compensate[TX any](ctx context.Context, s *Store, db driver.DB[TX], u Unfinished, fn func(ctx context.Context, tx any) (Response, error)) (claimed bool, err error) {
+	r := &stepRun[TX]{s: s, db: db, key: u.Key, reqHash: u.requestHash, anyPoint: true}
 	defer func() {
 		if claimed || err != nil {
 			s.emit(ctx, u.Key, Event{Kind: EventCompensate, Outcome: Claimed, Err: err})
@@ -251,7 +301,7 @@ func (s *Store) compensate(ctx context.Context, db *sql.DB, opts *sql.TxOptions,
 		return false, err
 	}
 	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx any) (*Response, error) {
-		resp, err := fn(ctx, tx.(*sql.Tx))
+		resp, err := fn(ctx, tx)
 		return &resp, err
 	}))
 	if err != nil {

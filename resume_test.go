@@ -71,19 +71,21 @@ func TestResumerFinishes(t *testing.T) {
 		e := setup(t, tg, idem.WithClock(c.now), c.leases())
 		o := &order{e: e, key: "order-6"}
 		leaveUnfinished(t, o)
-		r := &idem.Resumer{Store: e.Store, DB: e.DB, Steps: func(_ context.Context, key string) ([]idem.Step, error) {
-			if key != o.key {
-				t.Errorf("Steps asked for %q", key)
-			}
-			return o.steps(), nil
-		}}
-		rep, err := r.Resume(context.Background())
+		resume := func() (idem.ResumeReport, error) {
+			return e.Store.Resume(context.Background(), e.DB, nil, func(_ context.Context, key string) ([]idem.Step, error) {
+				if key != o.key {
+					t.Errorf("Steps asked for %q", key)
+				}
+				return o.steps(), nil
+			})
+		}
+		rep, err := resume()
 		if err != nil || rep != (idem.ResumeReport{}) {
-			t.Fatalf("Resume before MinAge: %+v, %v; want nothing done", rep, err)
+			t.Fatalf("Resume before DefaultResumeAge: %+v, %v; want nothing done", rep, err)
 		}
 
 		c.advance(idem.DefaultResumeAge)
-		rep, err = r.Resume(context.Background())
+		rep, err = resume()
 		if err != nil || rep != (idem.ResumeReport{Finished: 1}) {
 			t.Fatalf("Resume: %+v, %v; want one finished", rep, err)
 		}
@@ -106,11 +108,10 @@ func TestResumerLeavesHeldRequests(t *testing.T) {
 		o := &order{e: e, key: "order-7"}
 		h := holdRun(t, o)
 		c.advance(idem.DefaultResumeAge)
-		r := &idem.Resumer{Store: e.Store, DB: e.DB, Steps: func(context.Context, string) ([]idem.Step, error) {
+		rep, err := e.Store.Resume(context.Background(), e.DB, nil, func(context.Context, string) ([]idem.Step, error) {
 			t.Error("Steps asked for a request with a live runner")
 			return nil, errors.New("must not resume")
-		}}
-		rep, err := r.Resume(context.Background())
+		})
 		if err != nil || rep != (idem.ResumeReport{}) {
 			t.Fatalf("Resume: %+v, %v; want nothing taken", rep, err)
 		}
@@ -132,29 +133,29 @@ func TestResumerCompensates(t *testing.T) {
 		down := errors.New("provider still unreachable")
 		failed := idem.Response{Status: http.StatusServiceUnavailable, Body: []byte("order cancelled")}
 		var got []idem.Unfinished
-		r := &idem.Resumer{
-			Store: e.Store, DB: e.DB,
-			Steps: func(context.Context, string) ([]idem.Step, error) {
-				o.charge = func(context.Context, string) error { return down }
-				return o.steps(), nil
-			},
-			Compensate: func(ctx context.Context, tx *sql.Tx, req idem.Unfinished, cause error) (idem.Response, error) {
-				got = append(got, req)
-				if !errors.Is(cause, down) {
-					t.Errorf("Compensate's cause: %v, want the provider's error", cause)
-				}
-				_, err := tx.ExecContext(ctx, "DELETE FROM "+e.Effects.Table)
-				return failed, err
-			},
+		steps := func(context.Context, string) ([]idem.Step, error) {
+			o.charge = func(context.Context, string) error { return down }
+			return o.steps(), nil
+		}
+		compensate := idem.Compensate(time.Hour, func(ctx context.Context, tx *sql.Tx, req idem.Unfinished, cause error) (idem.Response, error) {
+			got = append(got, req)
+			if !errors.Is(cause, down) {
+				t.Errorf("Compensate's cause: %v, want the provider's error", cause)
+			}
+			_, err := tx.ExecContext(ctx, "DELETE FROM "+e.Effects.Table)
+			return failed, err
+		})
+		resume := func() (idem.ResumeReport, error) {
+			return e.Store.Resume(context.Background(), e.DB, nil, steps, compensate)
 		}
 		c.advance(idem.DefaultResumeAge)
-		rep, err := r.Resume(context.Background())
+		rep, err := resume()
 		if !errors.Is(err, down) || !strings.Contains(err.Error(), o.key) || rep != (idem.ResumeReport{Failed: 1}) {
 			t.Fatalf("Resume while young: %+v, %v; want one failed, naming the key", rep, err)
 		}
 
-		c.advance(idem.DefaultGiveUpAfter)
-		rep, err = r.Resume(context.Background())
+		c.advance(time.Hour) // the age given to Compensate
+		rep, err = resume()
 		if err != nil || rep != (idem.ResumeReport{Compensated: 1}) {
 			t.Fatalf("Resume: %+v, %v; want one compensated", rep, err)
 		}
@@ -196,9 +197,9 @@ func TestResumerNotStarved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := &idem.Resumer{Store: store, DB: e.DB, Batch: 2, MinAge: time.Nanosecond,
-				Steps: func(_ context.Context, key string) ([]idem.Step, error) { return steps(key), nil }}
-			if rep, err := r.Resume(ctx); rep != want || (want.Failed > 0) != errors.Is(err, down) {
+			rep, err := store.Resume(ctx, e.DB, nil, func(_ context.Context, key string) ([]idem.Step, error) { return steps(key), nil },
+				idem.ResumeBatch(2), idem.ResumeOlderThan(time.Nanosecond))
+			if rep != want || (want.Failed > 0) != errors.Is(err, down) {
 				t.Fatalf("Resume: %+v, %v; want %+v", rep, err, want)
 			}
 		}

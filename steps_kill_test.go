@@ -192,11 +192,10 @@ func TestRunSurvivesKills(t *testing.T) {
 				wg.Wait()
 				close(answers)
 
-				r := &idem.Resumer{Store: e.Store, DB: e.DB, MinAge: time.Minute,
-					Steps: func(_ context.Context, key string) ([]idem.Step, error) {
-						return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
-					}}
-				if _, err := r.Resume(context.Background()); err != nil {
+				steps := func(_ context.Context, key string) ([]idem.Step, error) {
+					return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
+				}
+				if _, err := e.Store.Resume(context.Background(), e.DB, nil, steps, idem.ResumeOlderThan(time.Minute)); err != nil {
 					t.Fatalf("Resume: %v", err)
 				}
 

@@ -92,20 +92,15 @@ func TestRunObserved(t *testing.T) {
 		}
 		wantEvents(t, &ev, "call||error", "call||error")
 		c.advance(time.Hour)
-		resumer := &idem.Resumer{
-			Store: e.Store, DB: e.DB, GiveUpAfter: time.Hour,
-			Steps: func(_ context.Context, key string) ([]idem.Step, error) {
-				o := &order{e: e, key: key}
-				if key == "order-22" {
-					o.charge = func(context.Context, string) error { return down }
-				}
-				return o.steps(), nil
-			},
-			Compensate: func(context.Context, *sql.Tx, idem.Unfinished, error) (idem.Response, error) {
-				return idem.Response{Status: 502}, nil
-			},
-		}
-		rep, err := resumer.Resume(context.Background())
+		rep, err := e.Store.Resume(context.Background(), e.DB, nil, func(_ context.Context, key string) ([]idem.Step, error) {
+			o := &order{e: e, key: key}
+			if key == "order-22" {
+				o.charge = func(context.Context, string) error { return down }
+			}
+			return o.steps(), nil
+		}, idem.Compensate(time.Hour, func(context.Context, *sql.Tx, idem.Unfinished, error) (idem.Response, error) {
+			return idem.Response{Status: 502}, nil
+		}))
 		if err != nil || rep.Finished != 1 || rep.Compensated != 1 {
 			t.Fatalf("Resume: %+v, %v; want one finished, one compensated", rep, err)
 		}

@@ -422,11 +422,10 @@ func TestRunLeaseOneClock(t *testing.T) {
 			if err := other.Settle(ctx, e.DB, o.key, orderResponse); !errors.Is(err, idem.ErrKeyHeld) {
 				t.Errorf("Settle by a clock %v off: %v, want ErrKeyHeld", skew, err)
 			}
-			resumer := &idem.Resumer{Store: other, DB: e.DB, MinAge: time.Nanosecond,
-				Steps: func(context.Context, string) ([]idem.Step, error) { return retry.steps(), nil }}
+			steps := func(context.Context, string) ([]idem.Step, error) { return retry.steps(), nil }
 			// A clock behind sees the request as not yet created, too
 			// young to resume; one ahead sees it, with its lease live.
-			if rep, err := resumer.Resume(ctx); err != nil || rep != (idem.ResumeReport{}) {
+			if rep, err := other.Resume(ctx, e.DB, nil, steps, idem.ResumeOlderThan(time.Nanosecond)); err != nil || rep != (idem.ResumeReport{}) {
 				t.Errorf("Resume by a clock %v off: %+v, %v; want the request left to its runner", skew, rep, err)
 			}
 			if list, err := other.Unfinished(ctx, e.DB, 0, 10); skew > 0 && (err != nil || len(list) != 1 || list[0].LeaseLeft < 50*time.Second) {

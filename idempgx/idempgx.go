@@ -3,6 +3,7 @@ package idempgx
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -103,4 +104,37 @@ func Refusable(fn Func) Func {
 		}
 		return refused, nil
 	}
+}
+
+// Run is idem.Store.Run on a pgx pool: a request of several steps, each
+// phase in a transaction of its own on a connection of db, begun with opts.
+// The steps' Phase and Final take pgx's transaction, as in
+//
+//	idem.Phase("reserve", func(ctx context.Context, tx pgx.Tx) error { ... })
+//
+// which is guarded as a Func's is: it refuses every call once the phase has
+// ended. Each phase's last statement goes in the round trip of its COMMIT.
+func Run(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
+	if db == nil {
+		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return idem.EngineOf[pgx.Tx](s).Run(ctx, poolDB{pool: db, opts: opts}, key, reqHash, steps...)
+}
+
+// Resume is idem.Store.Resume on a pgx pool: it drives to an end the
+// multi-step requests that their clients left unfinished, with the steps
+// that steps gives, in transactions begun with opts.
+func Resume(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptions, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
+	if db == nil {
+		return idem.ResumeReport{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return idem.EngineOf[pgx.Tx](s).Resume(ctx, poolDB{pool: db, opts: opts}, steps, options...)
+}
+
+// Unfinished is idem.Store.Unfinished on a pgx pool.
+func Unfinished(ctx context.Context, s *idem.Store, db *pgxpool.Pool, olderThan time.Duration, limit int) ([]idem.Unfinished, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return idem.EngineOf[pgx.Tx](s).Unfinished(ctx, poolDB{pool: db}, olderThan, limit)
 }

@@ -151,14 +151,13 @@ func testResumer(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resumer := &idem.Resumer{Store: store, DB: e.db,
-		Steps: func(context.Context, string) ([]idem.Step, error) { return r.steps(), nil }}
-	rep, err := resumer.Resume(context.Background())
+	steps := func(context.Context, string) ([]idem.Step, error) { return r.steps(), nil }
+	rep, err := store.Resume(context.Background(), e.db, nil, steps)
 	if err == nil || rep.Failed != 1 {
 		t.Fatalf("Resume with the call failing: %+v, %v, want one failure", rep, err)
 	}
 	// The failure backs the request off: the next Resume leaves it alone.
-	if rep, err := resumer.Resume(context.Background()); err != nil || rep != (idem.ResumeReport{}) {
+	if rep, err := store.Resume(context.Background(), e.db, nil, steps); err != nil || rep != (idem.ResumeReport{}) {
 		t.Fatalf("Resume during the back-off: %+v, %v, want nothing done", rep, err)
 	}
 	list, err := e.store.Unfinished(context.Background(), e.db, 0, 10)
@@ -171,8 +170,7 @@ func testResumer(t *testing.T, s *suite) {
 		t.Fatal(err)
 	}
 	fail = false
-	resumer.Store = later
-	rep, err = resumer.Resume(context.Background())
+	rep, err = later.Resume(context.Background(), e.db, nil, steps)
 	if err != nil || rep.Finished != 1 {
 		t.Fatalf("Resume after the back-off: %+v, %v, want one finished", rep, err)
 	}
