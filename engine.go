@@ -75,7 +75,7 @@ func (engine) Refused(err error) (Response, bool) {
 // fn's statements, and the completion with COMMIT.
 //
 // ClaimLost, which a claim that found a record needs, goes with the BEGIN too
-// when the Store never reads first (WithoutLookupFirst): every retry then
+// when the Store never reads first (LookupNever): every retry then
 // comes to the transaction, and costs two round trips, BEGIN with the claim
 // and ClaimLost, and ROLLBACK. Otherwise retries that are frequent are
 // answered by the read before the transaction, and a ClaimLost sent with
@@ -87,7 +87,7 @@ func (s *Store) attemptOwned(ctx context.Context, db txn.DB, find findFunc, v *v
 	var first []txn.Query
 	if s.claimWrite.query == "" {
 		var lost []any
-		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == lookupNever {
+		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == LookupNever {
 			// args fills a buffer of v's, which the claim's arguments
 			// take below.
 			lost = append(lost, s.claimLost.args(v)...)

@@ -123,8 +123,8 @@ type Store struct {
 	clock            func() time.Time
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
-	lookupFirst      lookupPolicy
-	retries          retryShare // the estimate of the default lookupPolicy
+	lookupFirst      LookupPolicy
+	retries          retryShare // the estimate of LookupAdaptive
 	schema           []string
 	claim, takeover  statement
 	lookup, complete statement

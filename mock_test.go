@@ -249,11 +249,11 @@ func TestLostLikeMock(t *testing.T) {
 	}
 }
 
-// TestMockMatchesDatabaseLookupFirst does the same for DoTx on a store made
-// WithLookupFirst, transactions included.
+// TestMockMatchesDatabaseLookupFirst does the same for DoTx on a store of
+// LookupAlways, transactions included.
 func TestMockMatchesDatabaseLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		e := setup(t, tg, idem.WithLookupFirst())
+		e := setup(t, tg, idem.WithLookupFirst(idem.LookupAlways))
 		insert := e.Effects.InsertSQL()
 		run := func(db *sql.DB, hash []byte) idem.Outcome {
 			t.Helper()

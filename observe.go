@@ -35,8 +35,7 @@ type Event struct {
 	Duration time.Duration
 	// Attempts is the number of transactions DoTx ran, 1 for Do. It is 0
 	// when DoTx answered from the read of the key before any transaction
-	// (always tried with WithLookupFirst, and by default while retries are
-	// frequent; see Store.LooksUpFirst).
+	// (as the Store's LookupPolicy says; see Store.LooksUpFirst).
 	Attempts int
 }
 

@@ -300,14 +300,14 @@ func claimStatements(d idem.Dialect) []string {
 }
 
 // TestStatementsPerCallLookupFirst counts what DoTx sends, transactions
-// included, with WithLookupFirst: a retry of a finished request is the
+// included, with LookupAlways: a retry of a finished request is the
 // lookup alone, and a new key pays the lookup on top.
 func TestStatementsPerCallLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e, c := countStatements(t, tg)
 		// The option changes no statement, so the counter names this
 		// store's too.
-		store, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst())
+		store, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst(idem.LookupAlways))
 		if err != nil {
 			t.Fatal(err)
 		}

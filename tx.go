@@ -43,10 +43,8 @@ const (
 // answers Claimed too. If the lookup fails, it returns ErrCommitUnknown.
 //
 // DoTx may first read the key's record outside any transaction, and answer
-// a retry of a finished request from it: always with WithLookupFirst, never
-// with WithoutLookupFirst, and by default while such retries have lately
-// been frequent (see WithLookupFirst). The read changes no outcome, only
-// what it costs.
+// a retry of a finished request from it, as the Store's LookupPolicy says
+// (see WithLookupFirst). The read changes no outcome, only what it costs.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err

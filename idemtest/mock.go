@@ -37,17 +37,16 @@ import (
 //
 // The other outcomes are one call each: m.ExpectDo(key, hash).WillReplay(resp),
 // WillMismatch(), WillBeInFlight(), WillConflict() or WillReturnError(err).
-// For DoTx on a store made WithLookupFirst, ExpectLookupFirst comes first,
+// For DoTx on a store of idem.LookupAlways, ExpectLookupFirst comes first,
 // before the BEGIN.
 //
-// Which statements DoTx sends depends on the store's lookup-first policy.
-// A store of the default policy sends none before the BEGIN for its first
-// 32 DoTx calls, and may read the key first from then on if most of them
-// were retries (see idem.WithLookupFirst). A test that runs more than 32
-// DoTx calls through one store, directly or through the idemhttp
-// middleware, fixes the policy: idem.WithoutLookupFirst for the
-// expectations of ExpectDo alone, idem.WithLookupFirst for
-// ExpectLookupFirst before each BEGIN.
+// Which statements DoTx sends depends on the store's idem.LookupPolicy,
+// whose doc gives the rule of the default, idem.LookupAdaptive: after a
+// number of calls, it may read the key before the BEGIN, depending on the
+// calls before. A test that runs many DoTx calls through one store,
+// directly or through the idemhttp middleware, fixes the policy with
+// idem.WithLookupFirst: idem.LookupNever for the expectations of ExpectDo
+// alone, idem.LookupAlways for ExpectLookupFirst before each BEGIN.
 //
 // For a handler behind the idemhttp middleware, ExpectRequest takes the
 // place of ExpectDo: it expects the claim that the middleware makes for a
@@ -61,7 +60,7 @@ import (
 //	mock.ExpectExec(`INSERT INTO orders`).WillReturnResult(sqlmock.NewResult(1, 1))
 //	m.ExpectCompleteAny(claim.Key())
 //	mock.ExpectCommit()
-//	mw.Handler(createOrder).ServeHTTP(rec, req)
+//	mw.Handler(http.HandlerFunc(createOrder)).ServeHTTP(rec, req)
 //
 // A Mock knows nothing of any dialect by name: it works the same for the
 // built-in dialects and for one written outside package idem. Which
@@ -151,13 +150,12 @@ var (
 // idem.DefaultRetention later: a Store WithClock whose clock runs that far
 // ahead of the real one sees them expired.
 //
-// For DoTx, ExpectDo (after the BEGIN) is all there is on a store made
-// idem.WithoutLookupFirst, and on a store of the default policy for its
-// first 32 DoTx calls. After those, a default store reads the key before
-// the BEGIN whenever retries of finished requests have been 40 % or more
-// of its recent calls, which these expectations do not foresee: a test that
-// runs more calls through one store makes it idem.WithoutLookupFirst, or
-// idem.WithLookupFirst with ExpectLookupFirst before each BEGIN.
+// For DoTx, ExpectDo (after the BEGIN) is all there is on a store of
+// idem.LookupNever, and on a store of idem.LookupAdaptive until that
+// policy starts reading first (see idem.LookupPolicy), which these
+// expectations do not foresee: a test that runs many calls through one
+// store fixes the policy, idem.LookupNever, or idem.LookupAlways with
+// ExpectLookupFirst before each BEGIN.
 func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	e := &ExpectedDo{m: m, key: []byte(key), hash: reqHash}
 	vals := map[string]driver.Value{"key": e.key, "request_hash": reqHash}
@@ -219,12 +217,12 @@ func (m *Mock) ExpectCompleteAny(key string) {
 // scope function with r, so r is the request to serve afterwards. Its error
 // (a method the middleware does not protect, a missing or malformed key, a
 // failed scope, a body over the limit) is returned, and nothing is
-// expected: the middleware would claim no key for r. For a Store made
-// WithLookupFirst, expect its read before the BEGIN with ExpectLookupFirst
-// and the key and hash of mw.Identify(r). A Store of the default policy may
-// read first after 32 requests, as ExpectDo says: a test that serves more
-// through one Store fixes the policy with idem.WithLookupFirst or
-// idem.WithoutLookupFirst.
+// expected: the middleware would claim no key for r. For a Store of
+// idem.LookupAlways, expect its read before the BEGIN with
+// ExpectLookupFirst and the key and hash of mw.Identify(r). A Store of the
+// default policy may start reading first, as ExpectDo says: a test that
+// serves many requests through one Store fixes the policy with
+// idem.WithLookupFirst.
 func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*ExpectedDo, error) {
 	key, hash, err := mw.Identify(r)
 	if err != nil {
@@ -245,21 +243,19 @@ func (m *Mock) ExpectAbandon(key string) {
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
-// ExpectLookupFirst expects the read with which DoTx begins on a store made
-// WithLookupFirst, before its transaction. By default the read finds
+// ExpectLookupFirst expects the read with which DoTx begins on a store of
+// idem.LookupAlways, before its transaction. By default the read finds
 // nothing and DoTx goes on: expect the BEGIN and ExpectDo next. WillReplay
 // and WillMismatch make it find a finished request instead, which answers
 // DoTx with no transaction after it. The records it returns are stamped as
 // those of ExpectDo.
 //
-// A store of the default policy sends this read too, but only after its
-// first 32 DoTx calls, and only while retries of finished requests are a
-// large share of them (see idem.WithLookupFirst), so whether a call sends
-// it depends on the calls before. Expect it on a store made
-// idem.WithLookupFirst, where every DoTx sends it; a test that runs more
-// than 32 DoTx calls through a default store should fix the policy with
-// idem.WithLookupFirst or idem.WithoutLookupFirst rather than predict the
-// switch. Store.LooksUpFirst tells what the next call will do.
+// A store of idem.LookupAdaptive sends this read too, as idem.LookupPolicy
+// says, so whether a call sends it depends on the calls before. Expect it
+// on a store of idem.LookupAlways, where every DoTx sends it; a test that
+// runs many DoTx calls through a store of the default policy should fix
+// the policy with idem.WithLookupFirst rather than predict the switch.
+// Store.LooksUpFirst tells what the next call will do.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
 	e.lookup = m.expectLookup(e.key, nil)

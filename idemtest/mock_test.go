@@ -488,7 +488,7 @@ func TestMockAPI(t *testing.T) {
 		},
 		{
 			name: "ExpectLookupFirst finds nothing",
-			opts: []idem.Option{idem.WithLookupFirst()},
+			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
 				e.x.m.ExpectLookupFirst("order-1", hash)
 				e.x.mock.ExpectBegin()
@@ -506,7 +506,7 @@ func TestMockAPI(t *testing.T) {
 		},
 		{
 			name: "ExpectLookupFirst WillReplay",
-			opts: []idem.Option{idem.WithLookupFirst()},
+			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
 				e.x.m.ExpectLookupFirst("order-1", hash).WillReplay(resp)
 			},
@@ -519,7 +519,7 @@ func TestMockAPI(t *testing.T) {
 		},
 		{
 			name: "ExpectLookupFirst WillMismatch",
-			opts: []idem.Option{idem.WithLookupFirst()},
+			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
 				e.x.m.ExpectLookupFirst("order-1", hash).WillMismatch()
 			},

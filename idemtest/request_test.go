@@ -271,11 +271,11 @@ func TestExpectRequestRefuses(t *testing.T) {
 	}
 }
 
-// TestExpectRequestLookupFirst shows the expectations for a store made
-// WithLookupFirst: its read comes before the BEGIN, with the key and hash of
+// TestExpectRequestLookupFirst shows the expectations for a store of
+// LookupAlways: its read comes before the BEGIN, with the key and hash of
 // Identify.
 func TestExpectRequestLookupFirst(t *testing.T) {
-	store, err := idem.New(idem.Postgres(), idem.WithLookupFirst())
+	store, err := idem.New(idem.Postgres(), idem.WithLookupFirst(idem.LookupAlways))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,8 @@ func (b *bench) replay(ctx context.Context, key string) error {
 	return nil
 }
 
-// lookupFirstDoTx runs one request through DoTx on the store made
-// WithLookupFirst and expects want: for Claimed, the lookup, then BEGIN,
+// lookupFirstDoTx runs one request through DoTx on the store of
+// LookupAlways and expects want: for Claimed, the lookup, then BEGIN,
 // claim, the effect, completion, COMMIT; for Replay, the lookup alone.
 func (b *bench) lookupFirstDoTx(ctx context.Context, key string, want idem.Outcome) error {
 	return b.doTx(ctx, b.lookupFirst, key, 1, want)
@@ -99,7 +99,7 @@ func (b *bench) bare(ctx context.Context, key string, n int) error {
 // difference to claimed is what Do itself costs. Where the dialect claims in
 // two statements (claim_write, claim), it sends both, in the Store's order.
 //
-// With lookupFirst it reads the key first, as a store made WithLookupFirst
+// With lookupFirst it reads the key first, as a store of LookupAlways
 // does, and expects no record.
 func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookupFirst bool) error {
 	k := []byte(key)
