@@ -101,7 +101,7 @@ func TestLookupFirstAdapts(t *testing.T) {
 			if !first {
 				t.Fatalf("call %d: does not look up first", calls)
 			}
-			wantSent("a retry answered by the lookup", sent, []string{"lookup"})
+			wantSent("a retry answered by the lookup", sent, []string{"Lookup"})
 		}
 
 		// New keys pay the lookup on top of the transaction, until the
@@ -113,7 +113,7 @@ func TestLookupFirstAdapts(t *testing.T) {
 			}
 			key := "new-" + string(rune('a'+fresh))
 			sent, _ := call(store, key, hashA, idem.Claimed)
-			wantSent("a new key after the lookup", sent, slices.Concat([]string{"lookup"}, claimTx))
+			wantSent("a new key after the lookup", sent, slices.Concat([]string{"Lookup"}, claimTx))
 		}
 		t.Logf("looked up first from call 33 on, and stopped after %d new keys", fresh)
 		if fresh < 10 {

@@ -143,8 +143,8 @@ var (
 // it sends them, each only where the store's dialect has it (see
 // dialect.Statements and Store.Queries):
 //
-//   - "claim_write", which succeeds, affecting one row;
-//   - "claim", which answers the outcome.
+//   - "ClaimWrite", which succeeds, affecting one row;
+//   - "Claim", which answers the outcome.
 //
 // The records that the claim returns are stamped with time.Now() and expire
 // idem.DefaultRetention later: a Store WithClock whose clock runs that far
@@ -159,12 +159,12 @@ var (
 func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	e := &ExpectedDo{m: m, key: []byte(key), hash: reqHash}
 	vals := map[string]driver.Value{"key": e.key, "request_hash": reqHash}
-	if m.has("claim_write") {
-		m.mock.ExpectExec(m.sql("claim_write")).
-			WithArgs(m.args("claim_write", vals)...).
+	if m.has("ClaimWrite") {
+		m.mock.ExpectExec(m.sql("ClaimWrite")).
+			WithArgs(m.args("ClaimWrite", vals)...).
 			WillReturnResult(sqlmock.NewResult(0, 1))
 	}
-	e.claim = m.mock.ExpectQuery(m.sql("claim")).WithArgs(m.args("claim", vals)...)
+	e.claim = m.mock.ExpectQuery(m.sql("Claim")).WithArgs(m.args("Claim", vals)...)
 	now := time.Now()
 	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).
 		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken))
@@ -180,8 +180,8 @@ func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 		body = []byte{}
 	}
 	sum := codec.Checksum([]byte(key), reqHash, int64(resp.Status), header, body)
-	m.mock.ExpectExec(m.sql("complete")).
-		WithArgs(m.args("complete", map[string]driver.Value{
+	m.mock.ExpectExec(m.sql("Complete")).
+		WithArgs(m.args("Complete", map[string]driver.Value{
 			"key": []byte(key), "status": int64(resp.Status), "header": header, "body": body, "checksum": sum[:],
 		})...).
 		WillReturnResult(sqlmock.NewResult(0, 1))
@@ -196,8 +196,8 @@ func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 // from the ResponseWriter the middleware was served with: the status and
 // body it stores are those it sends.
 func (m *Mock) ExpectCompleteAny(key string) {
-	m.mock.ExpectExec(m.sql("complete")).
-		WithArgs(m.args("complete", map[string]driver.Value{"key": []byte(key)})...).
+	m.mock.ExpectExec(m.sql("Complete")).
+		WithArgs(m.args("Complete", map[string]driver.Value{"key": []byte(key)})...).
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
@@ -238,8 +238,8 @@ func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*Expecte
 // dialect.ErrorRetry): the transaction is lost then, so expect only the
 // caller's rollback after fn's statements.
 func (m *Mock) ExpectAbandon(key string) {
-	m.mock.ExpectExec(m.sql("abandon")).
-		WithArgs(m.args("abandon", map[string]driver.Value{"key": []byte(key)})...).
+	m.mock.ExpectExec(m.sql("Abandon")).
+		WithArgs(m.args("Abandon", map[string]driver.Value{"key": []byte(key)})...).
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
@@ -391,8 +391,8 @@ func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQue
 	if rec != nil {
 		rows.AddRow(rec...)
 	}
-	return m.mock.ExpectQuery(m.sql("lookup")).
-		WithArgs(m.args("lookup", map[string]driver.Value{"key": key})...).
+	return m.mock.ExpectQuery(m.sql("Lookup")).
+		WithArgs(m.args("Lookup", map[string]driver.Value{"key": key})...).
 		WillReturnRows(rows)
 }
 

@@ -120,16 +120,16 @@ func dialectCases() []dialectCase {
 		var e interface{ Code() int }
 		return errors.As(err, &e) && e.Code() == 5
 	}
-	split := []string{"claim_write", "claim"}
+	split := []string{"ClaimWrite", "Claim"}
 	return []dialectCase{
-		{name: "postgres", d: idem.Postgres(), claim: []string{"claim"}, conflict: true, isConflict: sqlState},
-		{name: "mysql", d: idem.MySQL(), claim: []string{"claim"}, conflict: true, isConflict: mysqlDeadlock},
+		{name: "postgres", d: idem.Postgres(), claim: []string{"Claim"}, conflict: true, isConflict: sqlState},
+		{name: "mysql", d: idem.MySQL(), claim: []string{"Claim"}, conflict: true, isConflict: mysqlDeadlock},
 		{name: "tidb", d: idem.TiDB(), claim: split, conflict: true, isConflict: mysqlDeadlock},
-		{name: "mariadb", d: idem.MariaDB(), claim: []string{"claim"}, conflict: true, isConflict: mysqlDeadlock},
-		{name: "sqlite", d: idem.SQLite(), claim: []string{"claim"}, conflict: true, isConflict: sqliteBusy},
-		{name: "third-party", d: tiny{}, claim: []string{"claim"}, own: &tinyError{"conflict"}},
+		{name: "mariadb", d: idem.MariaDB(), claim: []string{"Claim"}, conflict: true, isConflict: mysqlDeadlock},
+		{name: "sqlite", d: idem.SQLite(), claim: []string{"Claim"}, conflict: true, isConflict: sqliteBusy},
+		{name: "third-party", d: tiny{}, claim: []string{"Claim"}, own: &tinyError{"conflict"}},
 		{name: "third-party/split", d: tiny{split: true}, claim: split, own: &tinyError{"conflict"}},
-		{name: "third-party/sqlstate", d: tiny{sqlState: true}, claim: []string{"claim"}, conflict: true, isConflict: sqlState, own: &tinyError{"conflict"}},
+		{name: "third-party/sqlstate", d: tiny{sqlState: true}, claim: []string{"Claim"}, conflict: true, isConflict: sqlState, own: &tinyError{"conflict"}},
 	}
 }
 
@@ -267,7 +267,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "ExpectComplete stores an empty response",
@@ -286,7 +286,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, idem.Response{Status: 204})
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"Complete"}) },
 		},
 		{
 			name: "ExpectCompleteAny takes whatever is stored",
@@ -301,7 +301,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "WillReplay",
@@ -425,7 +425,7 @@ func TestMockAPI(t *testing.T) {
 					t.Errorf("Do: %v, want %v", err, errBroken)
 				}
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "abandon"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Abandon"}) },
 		},
 		{
 			name: "ExpectAbandon after a response Do cannot store",
@@ -445,7 +445,7 @@ func TestMockAPI(t *testing.T) {
 					t.Errorf("Do: %v, want ErrInvalidArgument", err)
 				}
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"abandon"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"Abandon"}) },
 		},
 		{
 			name: "no abandon after fn's conflict",
@@ -484,7 +484,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "ExpectLookupFirst finds nothing",
@@ -502,7 +502,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined([]string{"lookup"}, e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined([]string{"Lookup"}, e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "ExpectLookupFirst WillReplay",
@@ -515,7 +515,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Replay)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return []string{"lookup"} },
+			statements: func(e env) []string { return []string{"Lookup"} },
 		},
 		{
 			name: "ExpectLookupFirst WillMismatch",
@@ -528,7 +528,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Mismatch)
 				wantResponse(t, res, idem.Response{})
 			},
-			statements: func(e env) []string { return []string{"lookup"} },
+			statements: func(e env) []string { return []string{"Lookup"} },
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -90,7 +90,7 @@ func TestExpectRequest(t *testing.T) {
 				e.x.mock.ExpectCommit()
 			},
 			wantStatus: 201, wantBody: `{"got":{"item":88}}`, runs: 1,
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "a 5xx is abandoned", status: 502,
@@ -102,7 +102,7 @@ func TestExpectRequest(t *testing.T) {
 				e.x.mock.ExpectRollback()
 			},
 			wantStatus: 502, wantBody: `{"got":{"item":88}}`, runs: 1,
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "abandon"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Abandon"}) },
 		},
 		{
 			name: "WillReplay", status: 201,
@@ -148,7 +148,7 @@ func TestExpectRequest(t *testing.T) {
 				e.x.mock.ExpectCommit()
 			},
 			wantStatus: 201, wantBody: `{"got":{"item":88}}`, runs: 1,
-			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "Complete"}) },
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -210,7 +210,7 @@ type rawRecord struct {
 // what Lookup does not show: an expired record, or a corrupt one. No row is
 // a nil record.
 func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) (*rawRecord, error) {
-	q, ok := store.Queries()["lookup"]
+	q, ok := store.Queries()["Lookup"]
 	if !ok || !slices.Equal(q.Params, []string{"key"}) {
 		return nil, errors.New("the lookup statement does not bind just the key")
 	}
