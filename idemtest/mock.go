@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
@@ -332,7 +331,9 @@ func (e *ExpectedDo) WillBeInFlight() {
 // The error is the first of idemtest's conflict errors that the Store's
 // dialect classifies as dialect.ErrorRetry: a PostgreSQL serialization failure
 // (SQLSTATE 40001, reported through a SQLState method as lib/pq and pgx
-// do), a MySQL deadlock (*mysql.MySQLError 1213), or SQLITE_BUSY (code 5,
+// do), a MySQL deadlock (error 1213, reported through a method
+// MySQLErrorNumber, which the MySQL family reads as it reads
+// go-sql-driver/mysql's errors), or SQLITE_BUSY (code 5,
 // reported through a Code method as modernc.org/sqlite does). A dialect
 // whose driver reports its errors otherwise (such as
 // github.com/mattn/go-sqlite3, a driver idemtest does not import)
@@ -406,7 +407,7 @@ var ErrNoConflict = errors.New("idemtest: WillConflict: the dialect classifies n
 func conflictErrors() []error {
 	return []error{
 		sqlStateError("40001"),
-		&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
+		mysqlDeadlock{},
 		sqliteBusy{},
 	}
 }
@@ -430,6 +431,16 @@ func (e sqlStateError) Error() string {
 	return "SQLSTATE " + string(e) + ": could not serialize access"
 }
 func (e sqlStateError) SQLState() string { return string(e) }
+
+// mysqlDeadlock is MySQL's error 1213. It is idemtest's own rather than the
+// driver's *mysql.MySQLError, so that idemtest imports no driver: the MySQL
+// family classifies it by its MySQLErrorNumber method.
+type mysqlDeadlock struct{}
+
+func (mysqlDeadlock) Error() string {
+	return "Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction"
+}
+func (mysqlDeadlock) MySQLErrorNumber() uint16 { return 1213 }
 
 // sqliteBusy is SQLITE_BUSY as modernc.org/sqlite reports it, through Code.
 type sqliteBusy struct{}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
@@ -113,8 +112,8 @@ func dialectCases() []dialectCase {
 		return errors.As(err, &e) && e.SQLState() == "40001"
 	}
 	mysqlDeadlock := func(err error) bool {
-		var e *mysql.MySQLError
-		return errors.As(err, &e) && e.Number == 1213
+		var e interface{ MySQLErrorNumber() uint16 }
+		return errors.As(err, &e) && e.MySQLErrorNumber() == 1213
 	}
 	sqliteBusy := func(err error) bool {
 		var e interface{ Code() int }
