@@ -167,10 +167,11 @@ func WithMaxResponseBytes(n int) Option {
 
 // WithObserver adds a function that receives an Event after every call of
 // Do, DoTx and Run, for metrics and logs: the outcome or error, how long the
-// claim waited, how many attempts DoTx made; and one at each takeover, lost
-// lease, resume and compensation of a multi-step request (see EventKind).
-// Events name the key only by a hash.
-// Observers run in the caller's goroutine before Do returns, in the order
+// call took, how long the claim of Do and DoTx waited, how many
+// transactions DoTx ran; and one at each takeover, lost lease, resume and
+// compensation of a multi-step request (see EventKind). Events name the key
+// only by a hash. Observers run in the goroutine of the call they report
+// (Do, DoTx, Run, or the Resumer's Resume), before it returns, in the order
 // they were added, so keep them quick. The default is no observer, which
 // costs nothing.
 func WithObserver(observe func(context.Context, Event)) Option {
