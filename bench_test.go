@@ -207,7 +207,7 @@ func BenchmarkDoNoopDriver(b *testing.B) {
 // what database/sql alone costs for the statements Do sends.
 func BenchmarkHandWrittenNoopDriver(b *testing.B) {
 	qs, tx := noopClaimTx(b)
-	claim, complete := qs["claim"].SQL, qs["complete"].SQL
+	claim, complete := qs["Claim"].SQL, qs["Complete"].SQL
 	checkNoopParams(b, qs)
 	ctx := context.Background()
 	key := []byte("5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01")
@@ -241,8 +241,8 @@ func BenchmarkHandWrittenNoopDriver(b *testing.B) {
 func checkNoopParams(b testing.TB, qs map[string]idem.Query) {
 	b.Helper()
 	want := map[string][]string{
-		"claim":    {"key", "request_hash", "created_at", "expires_at", "token", "lock_id"},
-		"complete": {"status", "header", "body", "checksum", "key", "token"},
+		"Claim":    {"key", "request_hash", "created_at", "expires_at", "token", "lock_id"},
+		"Complete": {"status", "header", "body", "checksum", "key", "token"},
 	}
 	for name, params := range want {
 		if !slices.Equal(qs[name].Params, params) {
@@ -283,7 +283,7 @@ func floorCall(tb testing.TB, qs map[string]idem.Query, tx *sql.Tx) func() error
 		dest[i] = &cols[i]
 	}
 	return func() error {
-		rows, err := tx.QueryContext(ctx, qs["claim"].SQL, claimArgs...)
+		rows, err := tx.QueryContext(ctx, qs["Claim"].SQL, claimArgs...)
 		if err != nil {
 			return err
 		}
@@ -296,7 +296,7 @@ func floorCall(tb testing.TB, qs map[string]idem.Query, tx *sql.Tx) func() error
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, qs["complete"].SQL, completeArgs...)
+		_, err = tx.ExecContext(ctx, qs["Complete"].SQL, completeArgs...)
 		return err
 	}
 }

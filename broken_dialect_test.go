@@ -83,7 +83,7 @@ func TestDialectCatchesBrokenDialects(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, ok := healthy.Queries()["takeover"]; !ok && f.name == "unchecked-takeover" {
+				if _, ok := healthy.Queries()["Takeover"]; !ok && f.name == "unchecked-takeover" {
 					t.Skip("the dialect has no Takeover statement")
 				}
 				broken := f.dialect(tg.Dialect)

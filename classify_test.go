@@ -62,3 +62,37 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// numberedError reports a MySQL server error number through a method, as
+// an error of a package that does not import the driver does.
+type numberedError uint16
+
+func (e numberedError) Error() string            { return fmt.Sprintf("Error %d", uint16(e)) }
+func (e numberedError) MySQLErrorNumber() uint16 { return uint16(e) }
+
+// TestClassifyMySQLErrorNumber shows that the MySQL family reads the number
+// of an error that reports it through MySQLErrorNumber, wrapped or not, as
+// it reads the driver's, and that the other families do not.
+func TestClassifyMySQLErrorNumber(t *testing.T) {
+	for _, d := range []idem.Dialect{idem.MySQL(), idem.MariaDB(), idem.TiDB()} {
+		for _, c := range []struct {
+			err  error
+			want dialect.ErrorKind
+		}{
+			{numberedError(1213), dialect.ErrorRetry},
+			{fmt.Errorf("claim: %w", numberedError(1213)), dialect.ErrorRetry},
+			{numberedError(1205), dialect.ErrorLockTimeout},
+			{numberedError(1050), dialect.ErrorExists},
+			{numberedError(1062), dialect.ErrorOther},
+		} {
+			if got := d.Classify(c.err); got != c.want {
+				t.Errorf("%s: Classify(%v) = %v, want %v", d.Name(), c.err, got, c.want)
+			}
+		}
+	}
+	for _, d := range []idem.Dialect{idem.Postgres(), idem.SQLite()} {
+		if got := d.Classify(numberedError(1213)); got != dialect.ErrorOther {
+			t.Errorf("%s: Classify of a MySQL number = %v, want ErrorOther", d.Name(), got)
+		}
+	}
+}

@@ -24,13 +24,11 @@
 //
 // [Store.DoTx] does the same in a transaction of its own, retries conflicts
 // that the database asks to retry, and settles a commit whose reply was lost.
-// While retries of finished requests are a large share of its recent calls
-// (from 40 % of them until the share falls to 30 %, and never before 32
-// calls), it reads the key first and answers such a retry from that one
-// read, before any transaction; a new key then costs the read on top.
-// [WithLookupFirst] makes it read first always, [WithoutLookupFirst] never,
-// and [Store.LooksUpFirst] tells which path the next call takes. The read
-// changes what an answer costs, never the answer.
+// While retries of finished requests are frequent, it reads the key first
+// and answers such a retry from that one read, before any transaction, and a
+// new key then costs the read on top; [WithLookupFirst] fixes when it does
+// (see [LookupPolicy] for the rule), and the read changes what an answer
+// costs, never the answer.
 //
 // The work must return the errors of its statements and leave the
 // transaction to its caller. Everything Do sends after the work is guarded by

@@ -43,10 +43,8 @@ const (
 // answers Claimed too. If the lookup fails, it returns ErrCommitUnknown.
 //
 // DoTx may first read the key's record outside any transaction, and answer
-// a retry of a finished request from it: always with WithLookupFirst, never
-// with WithoutLookupFirst, and by default while such retries have lately
-// been frequent (see WithLookupFirst). The read changes no outcome, only
-// what it costs.
+// a retry of a finished request from it, as the Store's LookupPolicy says
+// (see WithLookupFirst). The read changes no outcome, only what it costs.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
@@ -196,7 +194,7 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 // fn's statements, and the completion with COMMIT.
 //
 // ClaimLost, which a claim that found a record needs, goes with the BEGIN too
-// when the Store never reads first (WithoutLookupFirst): every retry then
+// when the Store never reads first (LookupNever): every retry then
 // comes to the transaction, and costs two round trips, BEGIN with the claim
 // and ClaimLost, and ROLLBACK. Otherwise retries that are frequent are
 // answered by the read before the transaction, and a ClaimLost sent with
@@ -209,7 +207,7 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 	var first []driver.Query
 	if s.claimWrite.query == "" {
 		var lost []any
-		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == lookupNever {
+		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == LookupNever {
 			// args fills a buffer of v's, which the claim's arguments
 			// take below.
 			lost = append(lost, s.claimLost.args(v)...)

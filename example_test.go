@@ -116,13 +116,13 @@ func ExampleStore_DoTx() {
 	// replay ordered
 }
 
-// A Store made WithLookupFirst answers the retry of a finished request from
+// A Store of LookupAlways answers the retry of a finished request from
 // one read, before DoTx begins a transaction.
 func ExampleWithLookupFirst() {
 	db, _, cleanup := openExampleDB()
 	defer cleanup()
 	ctx := context.Background()
-	store, err := idem.New(idem.SQLite(), idem.WithLookupFirst(), idem.WithObserver(func(_ context.Context, e idem.Event) {
+	store, err := idem.New(idem.SQLite(), idem.WithLookupFirst(idem.LookupAlways), idem.WithObserver(func(_ context.Context, e idem.Event) {
 		fmt.Println(e.Outcome, "after", e.Attempts, "transaction(s)")
 	}))
 	if err != nil {

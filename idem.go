@@ -127,8 +127,8 @@ type Store struct {
 	clock            func() time.Time
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
-	lookupFirst      lookupPolicy
-	retries          retryShare // the estimate of the default lookupPolicy
+	lookupFirst      LookupPolicy
+	retries          retryShare // the estimate of LookupAdaptive
 	schema           []string
 	claim, takeover  statement
 	lookup, complete statement
@@ -276,24 +276,26 @@ type Query struct {
 	Params []string
 }
 
-// Queries returns the statements the Store sends, by name: "claim",
-// "lookup", "complete", "abandon", and, where the dialect has them,
-// "takeover", "claim_write", "claim_lost", "purge", or "purge_select" and
-// "purge_delete" (see Statements for what each does and when it runs).
-// "purge_delete" is shown for a batch of one key; a batch of n keys has n
-// placeholders in its list. They are for tools and tests that must match
-// the Store's SQL exactly, such as the sqlmock expectations of package
-// idemtest.
+// Queries returns the statements the Store sends, keyed by the names of the
+// fields of dialect.Statements that hold them: "Claim", "Lookup",
+// "Complete", "Abandon", and, where the dialect has them, "ClaimWrite",
+// "ClaimLost", "Takeover", "Purge", or "PurgeSelect" and "PurgeDelete" (see
+// those fields for what each does and when it runs). The keys are the
+// field names exactly, so that a tool can go from one to the other without
+// a table of its own. "PurgeDelete" is shown for a batch of one key; a
+// batch of n keys has n placeholders in its list. They are for tools and
+// tests that must match the Store's SQL exactly, such as the sqlmock
+// expectations of package idemtest.
 func (s *Store) Queries() map[string]Query {
 	if s.check() != nil {
 		return nil
 	}
 	qs := make(map[string]Query, 10)
 	for name, st := range map[string]*statement{
-		"claim": &s.claim, "takeover": &s.takeover, "lookup": &s.lookup,
-		"complete": &s.complete, "abandon": &s.abandon, "purge": &s.purge,
-		"claim_write": &s.claimWrite, "claim_lost": &s.claimLost,
-		"purge_select": &s.purgeSelect,
+		"Claim": &s.claim, "Takeover": &s.takeover, "Lookup": &s.lookup,
+		"Complete": &s.complete, "Abandon": &s.abandon, "Purge": &s.purge,
+		"ClaimWrite": &s.claimWrite, "ClaimLost": &s.claimLost,
+		"PurgeSelect": &s.purgeSelect,
 	} {
 		if st.query == "" {
 			continue
@@ -310,7 +312,7 @@ func (s *Store) Queries() map[string]Query {
 		for _, p := range del.params {
 			q.Params = append(q.Params, paramNames[p])
 		}
-		qs["purge_delete"] = q
+		qs["PurgeDelete"] = q
 	}
 	return qs
 }

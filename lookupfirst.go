@@ -1,22 +1,95 @@
 package idem
 
-import "sync/atomic"
-
-// lookupPolicy says when DoTx reads a key's record before it begins a
-// transaction. Its zero value is the default, lookupAuto.
-type lookupPolicy uint8
-
-const (
-	// lookupAuto reads first while retries of finished requests are a
-	// large share of the Store's recent DoTx calls (see retryShare).
-	lookupAuto lookupPolicy = iota
-	// lookupAlways reads first on every call: WithLookupFirst.
-	lookupAlways
-	// lookupNever never reads first: WithoutLookupFirst.
-	lookupNever
+import (
+	"fmt"
+	"sync/atomic"
 )
 
-// The estimate of lookupAuto, and the thresholds it is judged by.
+// A LookupPolicy says when DoTx reads a key's record before it begins a
+// transaction, and answers a retry of a finished request from that read
+// alone: a Replay or Mismatch then costs one statement, with no transaction
+// around it, and on SQLite it does not wait for the write lock. A new key
+// costs that read on top of the claim and the completion. A key whose
+// record is missing, held by an uncommitted transaction, unfinished or
+// expired goes on to the transaction, which decides as it would without the
+// read, and so does a key whose read fails. The read changes what an answer
+// costs, never the answer. Do, which runs in the caller's transaction, never
+// reads first. WithLookupFirst sets the policy; Store.LooksUpFirst reports
+// the current choice.
+//
+// Reading first pays where retries of finished requests are a sizeable
+// share of the requests: from about two in five on loopback, where
+// docs/performance.md measures both sides, and from about one in three
+// where round trips dominate, since a new key pays one round trip more and
+// a retry saves two (BEGIN and ROLLBACK). Few services know their share of
+// retries, and it changes: an outage is followed by a storm of them. Hence
+// the default, LookupAdaptive, which decides from the DoTx calls the Store
+// sees.
+type LookupPolicy uint8
+
+const (
+	// LookupAdaptive, the default, reads first while retries of finished
+	// requests are a large share of the Store's recent DoTx calls. The
+	// Store keeps a moving average of that share, each call weighing 1/16:
+	// calls answered Replay or Mismatch count as retries, whether the read
+	// or the claim answered them; Claimed and InFlight count as new
+	// requests; a call that fails says nothing about what it was and does
+	// not count, and neither do calls of Do, which cannot read first. DoTx
+	// reads first once the share reaches 40 %, the break-even measured on
+	// loopback, where the read surely pays, and stops once it falls to
+	// 30 %, below the break-even by round trips, so that traffic near a
+	// break-even does not make it switch back and forth. It never reads
+	// first before the Store has seen 32 DoTx calls with an outcome, since
+	// an average of fewer says little: a short test sees the same
+	// statements whatever its calls.
+	LookupAdaptive LookupPolicy = iota
+	// LookupAlways reads first on every DoTx call. Choose it where retries
+	// are known to be frequent, or to keep a storm of retries off the write
+	// path from its first request rather than from the Store's noticing
+	// it; and in a test that sets sqlmock expectations for more than 32
+	// DoTx calls on one Store, with the read expected before each BEGIN.
+	LookupAlways
+	// LookupNever never reads first: every DoTx call begins a transaction
+	// and claims the key, and a retry of a finished request is answered by
+	// the claim (BEGIN, the claim, ROLLBACK). Choose it where a new key
+	// must never cost more than its claim and its completion: under
+	// LookupAdaptive, the new keys that follow a burst of retries pay the
+	// read until the Store notices that the burst is over, up to some 20
+	// calls later. Choose it also in a test that sets sqlmock expectations
+	// or counts statements for more than 32 DoTx calls on one Store, so
+	// that the statements do not depend on the calls before.
+	LookupNever
+)
+
+// String returns the constant's name.
+func (p LookupPolicy) String() string {
+	switch p {
+	case LookupAdaptive:
+		return "LookupAdaptive"
+	case LookupAlways:
+		return "LookupAlways"
+	case LookupNever:
+		return "LookupNever"
+	}
+	return fmt.Sprintf("LookupPolicy(%d)", uint8(p))
+}
+
+// WithLookupFirst sets when DoTx reads the key's record before its
+// transaction: LookupAdaptive (the default), LookupAlways or LookupNever;
+// LookupPolicy explains each and the rule of the default. Any other value
+// makes New fail with an error that wraps ErrInvalidArgument.
+func WithLookupFirst(p LookupPolicy) Option {
+	return func(c *config) error {
+		switch p {
+		case LookupAdaptive, LookupAlways, LookupNever:
+			c.lookupFirst = p
+			return nil
+		}
+		return fmt.Errorf("%w: lookup policy %v, want LookupAdaptive, LookupAlways or LookupNever", ErrInvalidArgument, p)
+	}
+}
+
+// The estimate of LookupAdaptive, and the thresholds it is judged by.
 //
 // Reading first costs a new key one statement more and saves a retry of a
 // finished request its transaction. On loopback the two weigh the same
@@ -39,8 +112,8 @@ const (
 	retryShareShift = 4
 	// retryShareWarmup is how many DoTx calls with an outcome the Store
 	// sees before it may read first. An estimate of fewer calls says
-	// little, and until then the Store sends exactly what a Store made
-	// WithoutLookupFirst sends, so that short tests, and sqlmock
+	// little, and until then the Store sends exactly what a Store of
+	// LookupNever sends, so that short tests, and sqlmock
 	// expectations written for the claim alone, do not depend on the
 	// share of retries among their calls.
 	retryShareWarmup = 32
@@ -50,7 +123,7 @@ const (
 	lookupOffTenths = 3
 )
 
-// retryShare is the estimate of lookupAuto: the share of a Store's recent
+// retryShare is the estimate of LookupAdaptive: the share of a Store's recent
 // DoTx calls that were retries of finished requests (Replay or Mismatch),
 // as an exponentially weighted moving average, together with the number
 // of calls it has seen and the choice it made. The three live in one
@@ -130,31 +203,29 @@ func nextRetryShare(old uint64, retry bool) uint64 {
 // transaction on this call.
 func (s *Store) readFirst() bool {
 	switch s.lookupFirst {
-	case lookupAlways:
+	case LookupAlways:
 		return true
-	case lookupAuto:
+	case LookupAdaptive:
 		return s.retries.readsFirst()
 	}
 	return false
 }
 
 // noteOutcome feeds the answer of one DoTx call to the estimate of
-// lookupAuto. A call that failed says nothing about the traffic (it may
+// LookupAdaptive. A call that failed says nothing about the traffic (it may
 // have been a new key or a retry) and is left out.
 func (s *Store) noteOutcome(res Result, err error) {
-	if s.lookupFirst != lookupAuto || err != nil {
+	if s.lookupFirst != LookupAdaptive || err != nil {
 		return
 	}
 	s.retries.note(res.Outcome == Replay || res.Outcome == Mismatch)
 }
 
 // LooksUpFirst reports whether DoTx, called now, would read the key's record
-// before it begins a transaction: always with WithLookupFirst, never with
-// WithoutLookupFirst, and by default while retries of finished requests
-// have lately been a large share of the Store's DoTx calls (see
-// WithLookupFirst for the rule). It is for metrics and tests: calls that
-// run at the same time may change the answer of the default policy before
-// the next DoTx begins. It is false for a Store not made by New.
+// before it begins a transaction, under the Store's LookupPolicy. It is for
+// metrics and tests: calls that run at the same time may change the answer
+// of LookupAdaptive before the next DoTx begins. It is false for a Store not
+// made by New.
 func (s *Store) LooksUpFirst() bool {
 	if s.check() != nil {
 		return false

@@ -17,7 +17,7 @@ import (
 // claim; after a run of new keys it stops reading first. What each call
 // sends must match what LooksUpFirst said before it, and an answer from the
 // lookup must show in the Event as no attempt. A Store made
-// WithoutLookupFirst on the same table never reads first, however many
+// LookupNever on the same table never reads first, however many
 // retries it answers.
 func TestLookupFirstAdapts(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
@@ -101,7 +101,7 @@ func TestLookupFirstAdapts(t *testing.T) {
 			if !first {
 				t.Fatalf("call %d: does not look up first", calls)
 			}
-			wantSent("a retry answered by the lookup", sent, []string{"lookup"})
+			wantSent("a retry answered by the lookup", sent, []string{"Lookup"})
 		}
 
 		// New keys pay the lookup on top of the transaction, until the
@@ -113,7 +113,7 @@ func TestLookupFirstAdapts(t *testing.T) {
 			}
 			key := "new-" + string(rune('a'+fresh))
 			sent, _ := call(store, key, hashA, idem.Claimed)
-			wantSent("a new key after the lookup", sent, slices.Concat([]string{"lookup"}, claimTx))
+			wantSent("a new key after the lookup", sent, slices.Concat([]string{"Lookup"}, claimTx))
 		}
 		t.Logf("looked up first from call 33 on, and stopped after %d new keys", fresh)
 		if fresh < 10 {
@@ -126,20 +126,20 @@ func TestLookupFirstAdapts(t *testing.T) {
 		sent, _ = call(store, "k", hashA, idem.Replay)
 		wantSent("a retry after the Store stopped looking up first", sent, retryTx)
 
-		// WithoutLookupFirst never reads first.
-		never, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithoutLookupFirst())
+		// LookupNever never reads first.
+		never, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst(idem.LookupNever))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 64; i++ {
 			sent, first := call(never, "k", hashA, idem.Replay)
 			if first {
-				t.Fatalf("WithoutLookupFirst, retry %d: looks up first", i+1)
+				t.Fatalf("LookupNever, retry %d: looks up first", i+1)
 			}
-			wantSent("a retry on a Store made WithoutLookupFirst", sent, retryTx)
+			wantSent("a retry on a Store of LookupNever", sent, retryTx)
 		}
 		if never.LooksUpFirst() {
-			t.Fatal("WithoutLookupFirst: looks up first after 64 retries")
+			t.Fatal("LookupNever: looks up first after 64 retries")
 		}
 	})
 }

@@ -227,17 +227,18 @@ func TestLookupPolicy(t *testing.T) {
 		replays(s, 40, nil)
 	}
 
-	always := newStore(WithLookupFirst())
-	never := newStore(WithoutLookupFirst())
+	always := newStore(WithLookupFirst(LookupAlways))
+	never := newStore(WithLookupFirst(LookupNever))
 	for _, c := range []struct {
 		name string
 		s    *Store
 		want bool
 	}{
-		{"WithLookupFirst", always, true},
-		{"WithoutLookupFirst", never, false},
-		{"WithoutLookupFirst, WithLookupFirst", newStore(WithoutLookupFirst(), WithLookupFirst()), true},
-		{"WithLookupFirst, WithoutLookupFirst", newStore(WithLookupFirst(), WithoutLookupFirst()), false},
+		{"LookupAlways", always, true},
+		{"LookupNever", never, false},
+		{"LookupAdaptive", newStore(WithLookupFirst(LookupAdaptive)), false},
+		{"LookupNever, LookupAlways", newStore(WithLookupFirst(LookupNever), WithLookupFirst(LookupAlways)), true},
+		{"LookupAlways, LookupNever", newStore(WithLookupFirst(LookupAlways), WithLookupFirst(LookupNever)), false},
 	} {
 		if got := c.s.LooksUpFirst(); got != c.want {
 			t.Errorf("%s: LooksUpFirst %v, want %v", c.name, got, c.want)
@@ -253,6 +254,12 @@ func TestLookupPolicy(t *testing.T) {
 	}
 	if never.retries.word.Load() != 0 || always.retries.word.Load() != 0 {
 		t.Error("a fixed policy updated the estimate")
+	}
+
+	for _, p := range []LookupPolicy{LookupNever + 1, 255} {
+		if _, err := New(SQLite(), WithLookupFirst(p)); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("WithLookupFirst(%v): New answered %v, want ErrInvalidArgument", p, err)
+		}
 	}
 
 	var nilStore *Store

@@ -128,7 +128,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 		// The claim's statements, from BEGIN to its last: those of the
 		// claimed run before its complete.
 		claim := got[idem.Claimed]
-		if n := len(claim); n == 0 || claim[n-1] != "complete" {
+		if n := len(claim); n == 0 || claim[n-1] != "Complete" {
 			t.Fatalf("a claimed run sends %v, want the complete last", claim)
 		}
 		claim = claim[:len(claim)-1]
@@ -205,7 +205,7 @@ func TestMockMatchesDatabase(t *testing.T) {
 func lostLikeMock(seq, claim []string) error {
 	var rest []string
 	for _, n := range seq {
-		if n != "lookup" && n != "claim_lost" {
+		if n != "Lookup" && n != "ClaimLost" {
 			rest = append(rest, n)
 		}
 	}
@@ -219,7 +219,7 @@ func lostLikeMock(seq, claim []string) error {
 		}
 		i++
 	}
-	first := slices.IndexFunc(claim, func(n string) bool { return n == "claim_write" || n == "claim" })
+	first := slices.IndexFunc(claim, func(n string) bool { return n == "ClaimWrite" || n == "Claim" })
 	if first < 0 || len(seq) <= first || !slices.Equal(seq[:first+1], claim[:first+1]) {
 		return fmt.Errorf("the database runs %v, which does not begin as a claim, %v, does", seq, claim)
 	}
@@ -227,21 +227,21 @@ func lostLikeMock(seq, claim []string) error {
 }
 
 func TestLostLikeMock(t *testing.T) {
-	split := []string{"begin", "claim_write", "claim"}
+	split := []string{"begin", "ClaimWrite", "Claim"}
 	for _, c := range []struct {
 		seq, claim []string
 		ok         bool
 	}{
-		{[]string{"begin", "claim"}, []string{"begin", "claim"}, true},
-		{[]string{"begin", "claim", "lookup"}, []string{"begin", "claim"}, true},
-		{[]string{"begin", "claim", "claim_lost"}, []string{"begin", "claim"}, true},
-		{[]string{"begin", "claim_lost"}, []string{"begin", "claim"}, false},
+		{[]string{"begin", "Claim"}, []string{"begin", "Claim"}, true},
+		{[]string{"begin", "Claim", "Lookup"}, []string{"begin", "Claim"}, true},
+		{[]string{"begin", "Claim", "ClaimLost"}, []string{"begin", "Claim"}, true},
+		{[]string{"begin", "ClaimLost"}, []string{"begin", "Claim"}, false},
 		{split, split, true},
-		{[]string{"begin", "claim_write", "lookup"}, split, true},
-		{[]string{"begin", "claim_write", "claim", "lookup"}, split, true},
-		{[]string{"begin", "lookup"}, []string{"begin", "claim"}, false},
-		{[]string{"begin", "claim", "abandon"}, []string{"begin", "claim"}, false},
-		{[]string{"begin", "claim", "claim_write"}, split, false},
+		{[]string{"begin", "ClaimWrite", "Lookup"}, split, true},
+		{[]string{"begin", "ClaimWrite", "Claim", "Lookup"}, split, true},
+		{[]string{"begin", "Lookup"}, []string{"begin", "Claim"}, false},
+		{[]string{"begin", "Claim", "Abandon"}, []string{"begin", "Claim"}, false},
+		{[]string{"begin", "Claim", "ClaimWrite"}, split, false},
 	} {
 		if err := lostLikeMock(c.seq, c.claim); (err == nil) != c.ok {
 			t.Errorf("lostLikeMock(%v, %v) = %v, want ok %v", c.seq, c.claim, err, c.ok)
@@ -249,11 +249,11 @@ func TestLostLikeMock(t *testing.T) {
 	}
 }
 
-// TestMockMatchesDatabaseLookupFirst does the same for DoTx on a store made
-// WithLookupFirst, transactions included.
+// TestMockMatchesDatabaseLookupFirst does the same for DoTx on a store of
+// LookupAlways, transactions included.
 func TestMockMatchesDatabaseLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		e := setup(t, tg, idem.WithLookupFirst())
+		e := setup(t, tg, idem.WithLookupFirst(idem.LookupAlways))
 		insert := e.Effects.InsertSQL()
 		run := func(db *sql.DB, hash []byte) idem.Outcome {
 			t.Helper()

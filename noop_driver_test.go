@@ -31,8 +31,8 @@ type noopConnector struct {
 // the claim with a finished record of key, hash and resp instead.
 func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, resp idem.Response) *noopConnector {
 	qs := store.Queries()
-	c := &noopConnector{claim: qs["claim"], claimWrite: qs["claim_write"], claimLost: qs["claim_lost"], lookup: qs["lookup"], execs: map[string]bool{}, replay: replay}
-	for _, name := range []string{"complete", "claim_write"} {
+	c := &noopConnector{claim: qs["Claim"], claimWrite: qs["ClaimWrite"], claimLost: qs["ClaimLost"], lookup: qs["Lookup"], execs: map[string]bool{}, replay: replay}
+	for _, name := range []string{"Complete", "ClaimWrite"} {
 		if q, ok := qs[name]; ok {
 			c.execs[q.SQL] = true
 		}

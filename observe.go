@@ -28,15 +28,16 @@ type Event struct {
 	// its SHA-256, in hex. The key itself is never in an Event, since keys
 	// may carry what clients consider private.
 	KeyHash string
-	// ClaimWait is how long the claims took, including any wait for
-	// another transaction that held the key.
+	// ClaimWait is how long the claims of Do or DoTx took, including any
+	// wait for another transaction that held the key. It is zero for Run
+	// and for the other kinds.
 	ClaimWait time.Duration
 	// Duration is the whole call, fn and commit included.
 	Duration time.Duration
-	// Attempts is the number of transactions DoTx ran, 1 for Do. It is 0
-	// when DoTx answered from the read of the key before any transaction
-	// (always tried with WithLookupFirst, and by default while retries are
-	// frequent; see Store.LooksUpFirst).
+	// Attempts is the number of transactions DoTx ran, 1 for Do and for
+	// Run, however many phases Run committed. It is 0 when DoTx answered
+	// from the read of the key before any transaction (as the Store's
+	// LookupPolicy says; see Store.LooksUpFirst).
 	Attempts int
 }
 

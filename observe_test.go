@@ -77,10 +77,10 @@ func TestObserver(t *testing.T) {
 	}
 }
 
-// An answer from WithLookupFirst's read ran no transaction and no claim.
+// An answer from the read of LookupAlways ran no transaction and no claim.
 func TestObserverLookupFirst(t *testing.T) {
 	var events []idem.Event
-	e := setup(t, dbtest.SQLite(""), idem.WithLookupFirst(), idem.WithObserver(func(_ context.Context, ev idem.Event) {
+	e := setup(t, dbtest.SQLite(""), idem.WithLookupFirst(idem.LookupAlways), idem.WithObserver(func(_ context.Context, ev idem.Event) {
 		events = append(events, ev)
 	}))
 	for range 2 {

@@ -42,7 +42,7 @@ type config struct {
 	clock            func() time.Time
 	maxResponseBytes int
 	observers        []func(context.Context, Event)
-	lookupFirst      lookupPolicy
+	lookupFirst      LookupPolicy
 	lease            time.Duration
 	leaseClock       func() time.Duration // internal/testhook's
 }
@@ -165,77 +165,13 @@ func WithMaxResponseBytes(n int) Option {
 	}
 }
 
-// WithLookupFirst makes DoTx read the key's record before it begins a
-// transaction on every call, and answer a retry of a finished request from
-// that read alone: a Replay or Mismatch then costs one statement, with no
-// transaction around it, and on SQLite it does not wait for the write lock.
-// A new key costs that read on top of the claim and the completion. A key
-// whose record is missing, held by an uncommitted transaction, unfinished
-// or expired goes on to the transaction, which decides as it would without
-// the read, and so does a key whose read fails. Do, which runs in the
-// caller's transaction, never reads first.
-//
-// Reading first pays where retries of finished requests are a sizeable
-// share of the requests: from about two in five on loopback, where
-// docs/performance.md measures both sides, and from about one in three
-// where round trips dominate, since a new key pays one round trip more and
-// a retry saves two (BEGIN and ROLLBACK).
-//
-// By default, without this option or WithoutLookupFirst, the Store decides
-// by itself, from the DoTx calls it sees, since few services know their
-// share of retries, and it changes: an outage is followed by a storm of
-// them. It keeps a moving average of the share of its recent DoTx calls
-// that were retries of finished requests, each call weighing 1/16: those
-// answered Replay or Mismatch count as retries, whether the read or the
-// claim answered them; Claimed and InFlight count as new requests; a call
-// that fails says nothing about what it was and does not count. DoTx reads
-// first once the share reaches 0.4, the measured break-even, where the read
-// surely pays, and stops once it falls to 0.3, below the break-even by round
-// trips, so that traffic near a break-even does not make it switch back and
-// forth. It never reads first before the Store has seen 32 DoTx calls with
-// an outcome, since an average of fewer says little; a short test therefore
-// sees the same statements whatever its calls. Calls of Do do not count:
-// they cannot read first, and a Store shared by Do and DoTx should choose
-// by what DoTx sees. Store.LooksUpFirst reports the current choice.
-//
-// Choose WithLookupFirst where retries are known to be frequent, or to keep
-// a storm of retries off the write path from its first request rather than
-// from the Store's noticing it; and in a test that sets sqlmock expectations
-// for more than 32 DoTx calls on one Store, so that the statements do not
-// depend on the calls before. If both WithLookupFirst and WithoutLookupFirst
-// are given, the last one counts.
-func WithLookupFirst() Option {
-	return func(c *config) error {
-		c.lookupFirst = lookupAlways
-		return nil
-	}
-}
-
-// WithoutLookupFirst makes DoTx never read the key's record before its
-// transaction: every call begins a transaction and claims the key, and a
-// retry of a finished request is answered by the claim, in a transaction
-// (BEGIN, the claim, ROLLBACK), rather than by one read. See WithLookupFirst
-// for the default, which reads first while retries are frequent. Choose it
-// where a new key must never cost more than its claim and its completion:
-// under the default, the new keys that follow a burst of retries pay the
-// read until the Store notices that the burst is over, up to some 20 calls
-// later. Choose it also in a test that sets sqlmock expectations or counts
-// statements for more than 32 DoTx calls on one Store, so that the
-// statements do not depend on the calls before. If both WithLookupFirst and
-// WithoutLookupFirst are given, the last one counts.
-func WithoutLookupFirst() Option {
-	return func(c *config) error {
-		c.lookupFirst = lookupNever
-		return nil
-	}
-}
-
 // WithObserver adds a function that receives an Event after every call of
 // Do, DoTx and Run, for metrics and logs: the outcome or error, how long the
-// claim waited, how many attempts DoTx made; and one at each takeover, lost
-// lease, resume and compensation of a multi-step request (see EventKind).
-// Events name the key only by a hash.
-// Observers run in the caller's goroutine before Do returns, in the order
+// call took, how long the claim of Do and DoTx waited, how many
+// transactions DoTx ran; and one at each takeover, lost lease, resume and
+// compensation of a multi-step request (see EventKind). Events name the key
+// only by a hash. Observers run in the goroutine of the call they report
+// (Do, DoTx, Run, or the Resumer's Resume), before it returns, in the order
 // they were added, so keep them quick. The default is no observer, which
 // costs nothing.
 func WithObserver(observe func(context.Context, Event)) Option {

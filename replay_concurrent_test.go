@@ -17,7 +17,7 @@ import (
 // of different keys wait for one another.
 func TestConcurrentReplays(t *testing.T) {
 	forEachWithTiDB(t, func(t *testing.T, tg target) {
-		e := setup(t, tg, idem.WithoutLookupFirst())
+		e := setup(t, tg, idem.WithLookupFirst(idem.LookupNever))
 		ctx := context.Background()
 		const keys, clients, calls = 1000, 16, 100
 		tx := e.Begin(t, nil)

@@ -25,18 +25,18 @@ import (
 // A settled multi-step request is kept for the retention window from the
 // moment it is settled, as one that Run finishes is.
 func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Response) error {
-	return s.resolveStuck(ctx, db, key, "settle", func(tx *sql.Tx, v *values, p *progress) error {
+	return s.changeUnfinished(ctx, db, key, "settle", func(tx *sql.Tx, v *values, p *progress) error {
 		if err := s.prepareResponse(v, resp); err != nil {
 			return err
 		}
 		if p == nil {
-			return s.execOne(ctx, tx, "settle", s.complete, v)
+			return s.execOneRow(ctx, tx, "settle", s.complete, v)
 		}
 		// The record of an unfinished multi-step request never expires;
 		// finish sets the expiry that newValues gave v, the retention
 		// from now, and keeps the recovery point.
 		v.phase = p.phase
-		return s.execOne(ctx, tx, "settle", s.steps.finish, v)
+		return s.execOneRow(ctx, tx, "settle", s.steps.finish, v)
 	})
 }
 
@@ -50,7 +50,7 @@ func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Respons
 // request that has committed a phase (ErrPhasesCommitted), whose effects
 // exist: see ReleaseUndone.
 func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string) error {
-	return s.release(ctx, db, key, false)
+	return s.deleteUnfinished(ctx, db, key, false)
 }
 
 // ReleaseUndone is ReleaseWithoutEffect for a multi-step request that has
@@ -61,22 +61,22 @@ func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string
 //
 // It refuses what Settle refuses, with the same errors.
 func (s *Store) ReleaseUndone(ctx context.Context, db *sql.DB, key string) error {
-	return s.release(ctx, db, key, true)
+	return s.deleteUnfinished(ctx, db, key, true)
 }
 
-// release deletes key's unfinished record; past a committed phase only
-// when undone says that the phases' effects are undone.
-func (s *Store) release(ctx context.Context, db *sql.DB, key string, undone bool) error {
-	return s.resolveStuck(ctx, db, key, "release", func(tx *sql.Tx, v *values, p *progress) error {
+// deleteUnfinished deletes key's unfinished record; past a committed phase
+// only when undone says that the phases' effects are undone.
+func (s *Store) deleteUnfinished(ctx context.Context, db *sql.DB, key string, undone bool) error {
+	return s.changeUnfinished(ctx, db, key, "release", func(tx *sql.Tx, v *values, p *progress) error {
 		if !undone && p != nil && p.phase != "" {
 			return fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
 		}
-		return s.execOne(ctx, tx, "release", s.abandon, v)
+		return s.execOneRow(ctx, tx, "release", s.abandon, v)
 	})
 }
 
-// resolveStuck runs change on key's unfinished record in a transaction of its
-// own, after the claim statement has made sure that no live transaction
+// changeUnfinished runs change on key's unfinished record in a transaction
+// of its own, after the claim statement has made sure that no live transaction
 // holds the key and that this one now does: the claim takes the key's lock
 // (an advisory lock, a row lock, or SQLite's write lock) and returns the
 // record. A claim that inserts because there was no record, or takes an
@@ -85,7 +85,7 @@ func (s *Store) release(ctx context.Context, db *sql.DB, key string, undone bool
 // the values of the record's own claim (its token and request hash), which
 // Complete and Abandon are guarded by, and the progress of a multi-step
 // request, nil for a plain record.
-func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, change func(*sql.Tx, *values, *progress) error) error {
+func (s *Store) changeUnfinished(ctx context.Context, db *sql.DB, key, op string, change func(*sql.Tx, *values, *progress) error) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -142,8 +142,8 @@ func (s *Store) resolveStuck(ctx context.Context, db *sql.DB, key, op string, ch
 	return nil
 }
 
-// execOne runs st with v in tx and wants it to affect one row.
-func (s *Store) execOne(ctx context.Context, tx *sql.Tx, op string, st statement, v *values) error {
+// execOneRow runs st with v in tx and wants it to affect one row.
+func (s *Store) execOneRow(ctx context.Context, tx *sql.Tx, op string, st statement, v *values) error {
 	r, err := tx.ExecContext(ctx, st.query, st.args(v)...)
 	if err != nil {
 		return fmt.Errorf("idem: %s: %w", op, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -187,38 +188,38 @@ func TestStatementsPerCall(t *testing.T) {
 		// after it tells a held key from a record, and a takeover
 		// replaces an expired one.
 		"postgres": {
-			"claimed":  {"claim", "complete"},
-			"replay":   {"claim", "claim_lost"},
-			"mismatch": {"claim", "claim_lost"},
-			"expired":  {"claim", "claim_lost", "takeover", "complete"},
+			"claimed":  {"Claim", "Complete"},
+			"replay":   {"Claim", "ClaimLost"},
+			"mismatch": {"Claim", "ClaimLost"},
+			"expired":  {"Claim", "ClaimLost", "Takeover", "Complete"},
 		},
 		"mariadb": {
-			"claimed":  {"claim", "complete"},
-			"replay":   {"claim"},
-			"mismatch": {"claim"},
-			"expired":  {"claim", "takeover", "complete"},
+			"claimed":  {"Claim", "Complete"},
+			"replay":   {"Claim"},
+			"mismatch": {"Claim"},
+			"expired":  {"Claim", "Takeover", "Complete"},
 		},
 		// One CALL of the claim's procedure, which sends a row only
 		// when it lost, and takes over an expired record itself.
 		"mysql": {
-			"claimed":  {"claim", "complete"},
-			"replay":   {"claim"},
-			"mismatch": {"claim"},
-			"expired":  {"claim", "complete"},
+			"claimed":  {"Claim", "Complete"},
+			"replay":   {"Claim"},
+			"mismatch": {"Claim"},
+			"expired":  {"Claim", "Complete"},
 		},
 		// No RETURNING: the claim writes, then reads what it wrote.
 		"tidb": {
-			"claimed":  append(claimStatements(idem.TiDB()), "complete"),
+			"claimed":  append(claimStatements(idem.TiDB()), "Complete"),
 			"replay":   claimStatements(idem.TiDB()),
 			"mismatch": claimStatements(idem.TiDB()),
-			"expired":  append(claimStatements(idem.TiDB()), "complete"),
+			"expired":  append(claimStatements(idem.TiDB()), "Complete"),
 		},
 		"sqlite": {
-			"claimed": {"claim", "complete"},
+			"claimed": {"Claim", "Complete"},
 			// The claim returns a row only when it wrote one.
-			"replay":   {"claim", "lookup"},
-			"mismatch": {"claim", "lookup"},
-			"expired":  {"claim", "lookup", "takeover", "complete"},
+			"replay":   {"Claim", "Lookup"},
+			"mismatch": {"Claim", "Lookup"},
+			"expired":  {"Claim", "Lookup", "Takeover", "Complete"},
 		},
 	}
 	forEachWithTiDB(t, func(t *testing.T, tg target) {
@@ -294,20 +295,20 @@ func TestStatementsPerCall(t *testing.T) {
 // claimStatements are the statements of a claim that wins.
 func claimStatements(d idem.Dialect) []string {
 	if d.Name() == "tidb" {
-		return []string{"claim_write", "claim"}
+		return []string{"ClaimWrite", "Claim"}
 	}
-	return []string{"claim"}
+	return []string{"Claim"}
 }
 
 // TestStatementsPerCallLookupFirst counts what DoTx sends, transactions
-// included, with WithLookupFirst: a retry of a finished request is the
+// included, with LookupAlways: a retry of a finished request is the
 // lookup alone, and a new key pays the lookup on top.
 func TestStatementsPerCallLookupFirst(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e, c := countStatements(t, tg)
 		// The option changes no statement, so the counter names this
 		// store's too.
-		store, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst())
+		store, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst(idem.LookupAlways))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,9 +318,9 @@ func TestStatementsPerCallLookupFirst(t *testing.T) {
 			want idem.Outcome
 			sent []string
 		}{
-			{"claimed", hashA, idem.Claimed, slices.Concat([]string{"lookup", "begin"}, claimStatements(tg.Dialect), []string{"effect", "complete"})},
-			{"replay", hashA, idem.Replay, []string{"lookup"}},
-			{"mismatch", hashB, idem.Mismatch, []string{"lookup"}},
+			{"claimed", hashA, idem.Claimed, slices.Concat([]string{"Lookup", "begin"}, claimStatements(tg.Dialect), []string{"effect", "Complete"})},
+			{"replay", hashA, idem.Replay, []string{"Lookup"}},
+			{"mismatch", hashB, idem.Mismatch, []string{"Lookup"}},
 		} {
 			c.take()
 			res, err := store.DoTx(context.Background(), e.DB, nil, "k", step.hash, e.Effect("k", created))
@@ -335,4 +336,31 @@ func TestStatementsPerCallLookupFirst(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestQueriesNamedByFields shows that Store.Queries keys each statement by
+// the name of the field of dialect.Statements that holds it, on every
+// built-in dialect: every key is a string field that the dialect fills,
+// and every string field that it fills is a key.
+func TestQueriesNamedByFields(t *testing.T) {
+	for _, d := range []idem.Dialect{idem.Postgres(), idem.MySQL(), idem.MariaDB(), idem.TiDB(), idem.SQLite()} {
+		store, err := idem.New(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := reflect.ValueOf(d.Statements(idem.DefaultTable, idem.DefaultLockTimeout))
+		want := map[string]bool{}
+		for i := range st.NumField() {
+			if f := st.Field(i); f.Kind() == reflect.String && f.String() != "" {
+				want[st.Type().Field(i).Name] = true
+			}
+		}
+		got := map[string]bool{}
+		for name := range store.Queries() {
+			got[name] = true
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%T: Queries has %v, the dialect's Statements fill %v", d, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+	}
 }

@@ -46,8 +46,18 @@ func (ev *events) take() []string {
 	return got
 }
 
+// wantEvents checks the events so far, and that each answer of a Run (a
+// call's or a resume's) counts one attempt and no claim wait, as Event's doc
+// says.
 func wantEvents(t *testing.T, ev *events, want ...string) {
 	t.Helper()
+	ev.mu.Lock()
+	for _, e := range ev.list {
+		if (e.Kind == idem.EventCall || e.Kind == idem.EventResume) && (e.Attempts != 1 || e.ClaimWait != 0) {
+			t.Errorf("%v event of Run: Attempts %d, ClaimWait %v; want 1 and 0", e.Kind, e.Attempts, e.ClaimWait)
+		}
+	}
+	ev.mu.Unlock()
 	if got := ev.take(); !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}

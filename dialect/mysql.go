@@ -346,9 +346,16 @@ func mysqlErrorNumber(err error) (uint16, bool) {
 // driver's *mysql.MySQLError has no method to ask, and the root package
 // imports no driver, so it is read by reflection: a struct named MySQLError
 // with a uint16 field Number and a string field Message, from a package
-// whose path ends in go-sql-driver/mysql.
+// whose path ends in go-sql-driver/mysql. An error that reports its number
+// through a method MySQLErrorNumber() uint16 is read through it, with its
+// Error as the message: that is how a package that must not import the
+// driver, such as idemtest, builds an error that the MySQL family
+// classifies (TestClassifyMySQLErrorNumber).
 func mysqlError(err error) (uint16, string, bool) {
 	for _, e := range errorChain(err) {
+		if n, ok := e.(interface{ MySQLErrorNumber() uint16 }); ok {
+			return n.MySQLErrorNumber(), e.Error(), true
+		}
 		v := reflect.ValueOf(e)
 		if v.Kind() == reflect.Pointer && !v.IsNil() {
 			v = v.Elem()

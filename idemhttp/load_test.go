@@ -43,9 +43,9 @@ const (
 // key and body, after a transport error, a 409 or a 5xx, until it gets a
 // final answer. Then every key must have exactly one effect, every answer
 // for a key must be the stored response byte for byte, and every request
-// must have ended with its 2xx. Half the requests go through a store made
-// WithLookupFirst on the same table, the other half through one made
-// WithoutLookupFirst. -short sends 2,000 requests instead of 20,000, and
+// must have ended with its 2xx. Half the requests go through a store of
+// idem.LookupAlways on the same table, the other half through one of
+// idem.LookupNever. -short sends 2,000 requests instead of 20,000, and
 // IDEM_LOAD_REQUESTS any number.
 func TestLoadWithDuplicates(t *testing.T) {
 	n := loadRequests
@@ -144,7 +144,7 @@ func runLoad(t *testing.T, tg target, n int) {
 	// requests retries, a store of the default policy would read first now
 	// and then, and the claims it races against the other store's reads
 	// would come and go.
-	e := setup(t, tg, idem.WithoutLookupFirst())
+	e := setup(t, tg, idem.WithLookupFirst(idem.LookupNever))
 	// Size the pool for the clients. SQLite writes one transaction at a
 	// time whatever the pool; with one connection the requests queue in
 	// database/sql, and the busy timeout never runs out however slow the
@@ -159,10 +159,10 @@ func runLoad(t *testing.T, tg target, n int) {
 		h    hook
 		plan = loadPlan(n, loadRetryPercent, "load")
 	)
-	// Half the requests, at random, go through a store made
-	// WithLookupFirst on the same table, so that its reads race the other
+	// Half the requests, at random, go through a store of
+	// idem.LookupAlways on the same table, so that its reads race the other
 	// store's claims.
-	lookupFirst, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst())
+	lookupFirst, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLookupFirst(idem.LookupAlways))
 	if err != nil {
 		t.Fatal(err)
 	}

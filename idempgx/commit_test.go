@@ -18,7 +18,7 @@ import (
 // nothing: no effect, no record. DoTx runs the transaction again, as it
 // does for a claim that is gone, until its attempts run out.
 func TestCompletionWithoutRowCommitsNothing(t *testing.T) {
-	e := setup(t, 2, idem.WithoutLookupFirst())
+	e := setup(t, 2, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	runs := 0
 	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,
@@ -49,7 +49,7 @@ func TestCompletionWithoutRowCommitsNothing(t *testing.T) {
 // TestFuncThatEndsTx commits or rolls back the transaction DoTx began, from
 // the Func, which it must not do: DoTx answers idem.ErrTxEnded.
 func TestFuncThatEndsTx(t *testing.T) {
-	e := setup(t, 2, idem.WithoutLookupFirst())
+	e := setup(t, 2, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	for _, end := range []struct {
 		name string
@@ -76,7 +76,7 @@ func TestFuncThatEndsTx(t *testing.T) {
 // COMMIT pgx's transaction does not see: its statements must fail with
 // pgx.ErrTxClosed rather than run on a connection back in the pool.
 func TestTxRefusedAfterDoTx(t *testing.T) {
-	e := setup(t, 1, idem.WithoutLookupFirst())
+	e := setup(t, 1, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	var kept pgx.Tx
 	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,

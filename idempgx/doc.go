@@ -10,7 +10,7 @@
 // its BEGIN and the completion in the round trip of its COMMIT: a new key
 // whose Func sends one statement costs three round trips in all. A retry
 // of a finished request costs two (BEGIN with the claim and the read of the
-// record, and ROLLBACK) with idem.WithoutLookupFirst, and one read outside
+// record, and ROLLBACK) with idem.LookupNever, and one read outside
 // any transaction when the default policy reads first (see DoTx). The
 // completion sent with COMMIT fails, and the transaction commits nothing,
 // when it finds the claim gone, so that no effect commits without its

@@ -49,7 +49,7 @@ func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byt
 // The claim goes in the round trip of the BEGIN, and the completion in the
 // round trip of the COMMIT (see the package documentation). The read of the
 // record that a claim finds goes with them when the Store never reads
-// first (idem.WithoutLookupFirst), so that a retry costs two round trips;
+// first (idem.LookupNever), so that a retry costs two round trips;
 // otherwise a retry that comes to the transaction costs three, and retries
 // that come often are answered by one read before it. pgx prepares each
 // statement the first time a connection sends it, which costs that

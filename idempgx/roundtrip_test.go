@@ -17,7 +17,7 @@ var (
 )
 
 // TestDoTxRoundTrips counts the round trips of DoTx on one connection. With
-// lookup-first off (WithoutLookupFirst), a new key whose Func sends one
+// lookup-first off (LookupNever), a new key whose Func sends one
 // statement takes three (BEGIN with the claim, the effect, the completion
 // with COMMIT), and a retry of a finished request, or of a request with
 // another hash, two (BEGIN with the claim and ClaimLost, ROLLBACK). With the
@@ -31,7 +31,7 @@ func TestDoTxRoundTrips(t *testing.T) {
 		opt                  idem.Option
 		newKey, retry, other int
 	}{
-		{"without lookup-first", idem.WithoutLookupFirst(), 3, 2, 2},
+		{"without lookup-first", idem.WithLookupFirst(idem.LookupNever), 3, 2, 2},
 		{"default", nil, 3, 3, 3},
 	} {
 		t.Run(c.policy, func(t *testing.T) {

@@ -96,7 +96,7 @@ func keepSavepoints(ctx context.Context, tx pgx.Tx) ([]pgx.Tx, error) {
 // sql.ErrTxDone), and nothing may reach the server: no byte is written on
 // any connection of the pool, and no late effect row exists.
 func TestSavepointsRefusedAfterDoTx(t *testing.T) {
-	e := setup(t, 1, idem.WithoutLookupFirst())
+	e := setup(t, 1, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	errFunc := errors.New("the Func failed")
 	for _, end := range []struct {
@@ -165,7 +165,7 @@ func TestSavepointsRefusedAfterDoTx(t *testing.T) {
 // a savepoint, whose writes an enclosing savepoint's Rollback still undoes;
 // Rollback goes back to the savepoint, and the transaction goes on.
 func TestSavepointsWhileDoTxRuns(t *testing.T) {
-	e := setup(t, 1, idem.WithoutLookupFirst())
+	e := setup(t, 1, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	write := func(ctx context.Context, tx pgx.Tx, key string) error {
 		_, err := e.effect(key, created)(ctx, tx)
@@ -240,7 +240,7 @@ func TestSavepointsWhileDoTxRuns(t *testing.T) {
 // DoTx's transaction: a refused request's writes are undone and its
 // response is stored; one that is not refused keeps its writes.
 func TestRefusableInDoTx(t *testing.T) {
-	e := setup(t, 1, idem.WithoutLookupFirst())
+	e := setup(t, 1, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	declined := idem.Response{Status: http.StatusPaymentRequired, Body: []byte(`{"error":"declined"}`)}
 	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "refused", hashA,

@@ -30,7 +30,7 @@ import (
 // answering InFlight with the transaction still usable, lost races under
 // REPEATABLE READ and SERIALIZABLE, expiry with one winner, a takeover that
 // checks the expiry, purge, keys compared byte for byte, bad input, large
-// responses, damaged records, refusals, DoTx with WithLookupFirst,
+// responses, damaged records, refusals, DoTx with LookupAlways,
 // completions and abandons guarded by the claim's token after the server
 // ended the transaction, and a race of 32 goroutines; and, through Run's
 // statements, a multi-step request that claims and replays, resumes after

@@ -12,7 +12,7 @@
 // Store's calls sent through a Driver of another package, such as idempgx on
 // pgx's own interface.
 //
-// Import it from tests only: it brings in go-sqlmock, and go-sql-driver/mysql
-// for the errors of MySQL's conflicts, which a service's own binary should
-// not carry.
+// Import it from tests only: it brings in go-sqlmock and the testing
+// package, which a service's own binary should not carry. It imports no SQL
+// driver (TestNoDriverDependency).
 package idemtest

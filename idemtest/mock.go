@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
@@ -37,17 +36,16 @@ import (
 //
 // The other outcomes are one call each: m.ExpectDo(key, hash).WillReplay(resp),
 // WillMismatch(), WillBeInFlight(), WillConflict() or WillReturnError(err).
-// For DoTx on a store made WithLookupFirst, ExpectLookupFirst comes first,
+// For DoTx on a store of idem.LookupAlways, ExpectLookupFirst comes first,
 // before the BEGIN.
 //
-// Which statements DoTx sends depends on the store's lookup-first policy.
-// A store of the default policy sends none before the BEGIN for its first
-// 32 DoTx calls, and may read the key first from then on if most of them
-// were retries (see idem.WithLookupFirst). A test that runs more than 32
-// DoTx calls through one store, directly or through the idemhttp
-// middleware, fixes the policy: idem.WithoutLookupFirst for the
-// expectations of ExpectDo alone, idem.WithLookupFirst for
-// ExpectLookupFirst before each BEGIN.
+// Which statements DoTx sends depends on the store's idem.LookupPolicy,
+// whose doc gives the rule of the default, idem.LookupAdaptive: after a
+// number of calls, it may read the key before the BEGIN, depending on the
+// calls before. A test that runs many DoTx calls through one store,
+// directly or through the idemhttp middleware, fixes the policy with
+// idem.WithLookupFirst: idem.LookupNever for the expectations of ExpectDo
+// alone, idem.LookupAlways for ExpectLookupFirst before each BEGIN.
 //
 // For a handler behind the idemhttp middleware, ExpectRequest takes the
 // place of ExpectDo: it expects the claim that the middleware makes for a
@@ -61,7 +59,7 @@ import (
 //	mock.ExpectExec(`INSERT INTO orders`).WillReturnResult(sqlmock.NewResult(1, 1))
 //	m.ExpectCompleteAny(claim.Key())
 //	mock.ExpectCommit()
-//	mw.Handler(createOrder).ServeHTTP(rec, req)
+//	mw.Handler(http.HandlerFunc(createOrder)).ServeHTTP(rec, req)
 //
 // A Mock knows nothing of any dialect by name: it works the same for the
 // built-in dialects and for one written outside package idem. Which
@@ -144,29 +142,28 @@ var (
 // it sends them, each only where the store's dialect has it (see
 // dialect.Statements and Store.Queries):
 //
-//   - "claim_write", which succeeds, affecting one row;
-//   - "claim", which answers the outcome.
+//   - "ClaimWrite", which succeeds, affecting one row;
+//   - "Claim", which answers the outcome.
 //
 // The records that the claim returns are stamped with time.Now() and expire
 // idem.DefaultRetention later: a Store WithClock whose clock runs that far
 // ahead of the real one sees them expired.
 //
-// For DoTx, ExpectDo (after the BEGIN) is all there is on a store made
-// idem.WithoutLookupFirst, and on a store of the default policy for its
-// first 32 DoTx calls. After those, a default store reads the key before
-// the BEGIN whenever retries of finished requests have been 40 % or more
-// of its recent calls, which these expectations do not foresee: a test that
-// runs more calls through one store makes it idem.WithoutLookupFirst, or
-// idem.WithLookupFirst with ExpectLookupFirst before each BEGIN.
+// For DoTx, ExpectDo (after the BEGIN) is all there is on a store of
+// idem.LookupNever, and on a store of idem.LookupAdaptive until that
+// policy starts reading first (see idem.LookupPolicy), which these
+// expectations do not foresee: a test that runs many calls through one
+// store fixes the policy, idem.LookupNever, or idem.LookupAlways with
+// ExpectLookupFirst before each BEGIN.
 func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	e := &ExpectedDo{m: m, key: []byte(key), hash: reqHash}
 	vals := map[string]driver.Value{"key": e.key, "request_hash": reqHash}
-	if m.has("claim_write") {
-		m.mock.ExpectExec(m.sql("claim_write")).
-			WithArgs(m.args("claim_write", vals)...).
+	if m.has("ClaimWrite") {
+		m.mock.ExpectExec(m.sql("ClaimWrite")).
+			WithArgs(m.args("ClaimWrite", vals)...).
 			WillReturnResult(sqlmock.NewResult(0, 1))
 	}
-	e.claim = m.mock.ExpectQuery(m.sql("claim")).WithArgs(m.args("claim", vals)...)
+	e.claim = m.mock.ExpectQuery(m.sql("Claim")).WithArgs(m.args("Claim", vals)...)
 	now := time.Now()
 	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).
 		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken))
@@ -182,8 +179,8 @@ func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 		body = []byte{}
 	}
 	sum := codec.Checksum([]byte(key), reqHash, int64(resp.Status), header, body)
-	m.mock.ExpectExec(m.sql("complete")).
-		WithArgs(m.args("complete", map[string]driver.Value{
+	m.mock.ExpectExec(m.sql("Complete")).
+		WithArgs(m.args("Complete", map[string]driver.Value{
 			"key": []byte(key), "status": int64(resp.Status), "header": header, "body": body, "checksum": sum[:],
 		})...).
 		WillReturnResult(sqlmock.NewResult(0, 1))
@@ -198,8 +195,8 @@ func (m *Mock) ExpectComplete(key string, reqHash []byte, resp idem.Response) {
 // from the ResponseWriter the middleware was served with: the status and
 // body it stores are those it sends.
 func (m *Mock) ExpectCompleteAny(key string) {
-	m.mock.ExpectExec(m.sql("complete")).
-		WithArgs(m.args("complete", map[string]driver.Value{"key": []byte(key)})...).
+	m.mock.ExpectExec(m.sql("Complete")).
+		WithArgs(m.args("Complete", map[string]driver.Value{"key": []byte(key)})...).
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
@@ -219,12 +216,12 @@ func (m *Mock) ExpectCompleteAny(key string) {
 // scope function with r, so r is the request to serve afterwards. Its error
 // (a method the middleware does not protect, a missing or malformed key, a
 // failed scope, a body over the limit) is returned, and nothing is
-// expected: the middleware would claim no key for r. For a Store made
-// WithLookupFirst, expect its read before the BEGIN with ExpectLookupFirst
-// and the key and hash of mw.Identify(r). A Store of the default policy may
-// read first after 32 requests, as ExpectDo says: a test that serves more
-// through one Store fixes the policy with idem.WithLookupFirst or
-// idem.WithoutLookupFirst.
+// expected: the middleware would claim no key for r. For a Store of
+// idem.LookupAlways, expect its read before the BEGIN with
+// ExpectLookupFirst and the key and hash of mw.Identify(r). A Store of the
+// default policy may start reading first, as ExpectDo says: a test that
+// serves many requests through one Store fixes the policy with
+// idem.WithLookupFirst.
 func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*ExpectedDo, error) {
 	key, hash, err := mw.Identify(r)
 	if err != nil {
@@ -242,26 +239,24 @@ func (m *Mock) ExpectRequest(mw *idemhttp.Middleware, r *http.Request) (*Expecte
 // caller's rollback after fn's statements. DoTx, which ends its own
 // transaction, never sends it: expect its ROLLBACK after fn's statements.
 func (m *Mock) ExpectAbandon(key string) {
-	m.mock.ExpectExec(m.sql("abandon")).
-		WithArgs(m.args("abandon", map[string]driver.Value{"key": []byte(key)})...).
+	m.mock.ExpectExec(m.sql("Abandon")).
+		WithArgs(m.args("Abandon", map[string]driver.Value{"key": []byte(key)})...).
 		WillReturnResult(sqlmock.NewResult(0, 1))
 }
 
-// ExpectLookupFirst expects the read with which DoTx begins on a store made
-// WithLookupFirst, before its transaction. By default the read finds
+// ExpectLookupFirst expects the read with which DoTx begins on a store of
+// idem.LookupAlways, before its transaction. By default the read finds
 // nothing and DoTx goes on: expect the BEGIN and ExpectDo next. WillReplay
 // and WillMismatch make it find a finished request instead, which answers
 // DoTx with no transaction after it. The records it returns are stamped as
 // those of ExpectDo.
 //
-// A store of the default policy sends this read too, but only after its
-// first 32 DoTx calls, and only while retries of finished requests are a
-// large share of them (see idem.WithLookupFirst), so whether a call sends
-// it depends on the calls before. Expect it on a store made
-// idem.WithLookupFirst, where every DoTx sends it; a test that runs more
-// than 32 DoTx calls through a default store should fix the policy with
-// idem.WithLookupFirst or idem.WithoutLookupFirst rather than predict the
-// switch. Store.LooksUpFirst tells what the next call will do.
+// A store of idem.LookupAdaptive sends this read too, as idem.LookupPolicy
+// says, so whether a call sends it depends on the calls before. Expect it
+// on a store of idem.LookupAlways, where every DoTx sends it; a test that
+// runs many DoTx calls through a store of the default policy should fix
+// the policy with idem.WithLookupFirst rather than predict the switch.
+// Store.LooksUpFirst tells what the next call will do.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
 	e.lookup = m.expectLookup(e.key, nil)
@@ -338,7 +333,9 @@ func (e *ExpectedDo) WillBeInFlight() {
 // The error is the first of idemtest's conflict errors that the Store's
 // dialect classifies as dialect.ErrorRetry: a PostgreSQL serialization failure
 // (SQLSTATE 40001, reported through a SQLState method as lib/pq and pgx
-// do), a MySQL deadlock (*mysql.MySQLError 1213), or SQLITE_BUSY (code 5,
+// do), a MySQL deadlock (error 1213, reported through a method
+// MySQLErrorNumber, which the MySQL family reads as it reads
+// go-sql-driver/mysql's errors), or SQLITE_BUSY (code 5,
 // reported through a Code method as modernc.org/sqlite does). A dialect
 // whose driver reports its errors otherwise (such as
 // github.com/mattn/go-sqlite3, a driver idemtest does not import)
@@ -397,8 +394,8 @@ func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQue
 	if rec != nil {
 		rows.AddRow(rec...)
 	}
-	return m.mock.ExpectQuery(m.sql("lookup")).
-		WithArgs(m.args("lookup", map[string]driver.Value{"key": key})...).
+	return m.mock.ExpectQuery(m.sql("Lookup")).
+		WithArgs(m.args("Lookup", map[string]driver.Value{"key": key})...).
 		WillReturnRows(rows)
 }
 
@@ -412,7 +409,7 @@ var ErrNoConflict = errors.New("idemtest: WillConflict: the dialect classifies n
 func conflictErrors() []error {
 	return []error{
 		sqlStateError("40001"),
-		&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
+		mysqlDeadlock{},
 		sqliteBusy{},
 	}
 }
@@ -436,6 +433,16 @@ func (e sqlStateError) Error() string {
 	return "SQLSTATE " + string(e) + ": could not serialize access"
 }
 func (e sqlStateError) SQLState() string { return string(e) }
+
+// mysqlDeadlock is MySQL's error 1213. It is idemtest's own rather than the
+// driver's *mysql.MySQLError, so that idemtest imports no driver: the MySQL
+// family classifies it by its MySQLErrorNumber method.
+type mysqlDeadlock struct{}
+
+func (mysqlDeadlock) Error() string {
+	return "Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction"
+}
+func (mysqlDeadlock) MySQLErrorNumber() uint16 { return 1213 }
 
 // sqliteBusy is SQLITE_BUSY as modernc.org/sqlite reports it, through Code.
 type sqliteBusy struct{}

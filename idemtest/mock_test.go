@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
@@ -113,23 +112,23 @@ func dialectCases() []dialectCase {
 		return errors.As(err, &e) && e.SQLState() == "40001"
 	}
 	mysqlDeadlock := func(err error) bool {
-		var e *mysql.MySQLError
-		return errors.As(err, &e) && e.Number == 1213
+		var e interface{ MySQLErrorNumber() uint16 }
+		return errors.As(err, &e) && e.MySQLErrorNumber() == 1213
 	}
 	sqliteBusy := func(err error) bool {
 		var e interface{ Code() int }
 		return errors.As(err, &e) && e.Code() == 5
 	}
-	split := []string{"claim_write", "claim"}
+	split := []string{"ClaimWrite", "Claim"}
 	return []dialectCase{
-		{name: "postgres", d: idem.Postgres(), claim: []string{"claim"}, conflict: true, isConflict: sqlState},
-		{name: "mysql", d: idem.MySQL(), claim: []string{"claim"}, conflict: true, isConflict: mysqlDeadlock},
+		{name: "postgres", d: idem.Postgres(), claim: []string{"Claim"}, conflict: true, isConflict: sqlState},
+		{name: "mysql", d: idem.MySQL(), claim: []string{"Claim"}, conflict: true, isConflict: mysqlDeadlock},
 		{name: "tidb", d: idem.TiDB(), claim: split, conflict: true, isConflict: mysqlDeadlock},
-		{name: "mariadb", d: idem.MariaDB(), claim: []string{"claim"}, conflict: true, isConflict: mysqlDeadlock},
-		{name: "sqlite", d: idem.SQLite(), claim: []string{"claim"}, conflict: true, isConflict: sqliteBusy},
-		{name: "third-party", d: tiny{}, claim: []string{"claim"}, own: &tinyError{"conflict"}},
+		{name: "mariadb", d: idem.MariaDB(), claim: []string{"Claim"}, conflict: true, isConflict: mysqlDeadlock},
+		{name: "sqlite", d: idem.SQLite(), claim: []string{"Claim"}, conflict: true, isConflict: sqliteBusy},
+		{name: "third-party", d: tiny{}, claim: []string{"Claim"}, own: &tinyError{"conflict"}},
 		{name: "third-party/split", d: tiny{split: true}, claim: split, own: &tinyError{"conflict"}},
-		{name: "third-party/sqlstate", d: tiny{sqlState: true}, claim: []string{"claim"}, conflict: true, isConflict: sqlState, own: &tinyError{"conflict"}},
+		{name: "third-party/sqlstate", d: tiny{sqlState: true}, claim: []string{"Claim"}, conflict: true, isConflict: sqlState, own: &tinyError{"conflict"}},
 	}
 }
 
@@ -267,7 +266,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "ExpectComplete stores an empty response",
@@ -286,7 +285,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, idem.Response{Status: 204})
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"Complete"}) },
 		},
 		{
 			name: "ExpectCompleteAny takes whatever is stored",
@@ -301,7 +300,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "WillReplay",
@@ -425,7 +424,7 @@ func TestMockAPI(t *testing.T) {
 					t.Errorf("Do: %v, want %v", err, errBroken)
 				}
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "abandon"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Abandon"}) },
 		},
 		{
 			name: "ExpectAbandon after a response Do cannot store",
@@ -445,7 +444,7 @@ func TestMockAPI(t *testing.T) {
 					t.Errorf("Do: %v, want ErrInvalidArgument", err)
 				}
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"abandon"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"Abandon"}) },
 		},
 		{
 			name: "no abandon after fn's conflict",
@@ -484,11 +483,11 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "ExpectLookupFirst finds nothing",
-			opts: []idem.Option{idem.WithLookupFirst()},
+			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
 				e.x.m.ExpectLookupFirst("order-1", hash)
 				e.x.mock.ExpectBegin()
@@ -502,11 +501,11 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return joined([]string{"lookup"}, e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined([]string{"Lookup"}, e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "ExpectLookupFirst WillReplay",
-			opts: []idem.Option{idem.WithLookupFirst()},
+			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
 				e.x.m.ExpectLookupFirst("order-1", hash).WillReplay(resp)
 			},
@@ -515,11 +514,11 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Replay)
 				wantResponse(t, res, resp)
 			},
-			statements: func(e env) []string { return []string{"lookup"} },
+			statements: func(e env) []string { return []string{"Lookup"} },
 		},
 		{
 			name: "ExpectLookupFirst WillMismatch",
-			opts: []idem.Option{idem.WithLookupFirst()},
+			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
 				e.x.m.ExpectLookupFirst("order-1", hash).WillMismatch()
 			},
@@ -528,7 +527,7 @@ func TestMockAPI(t *testing.T) {
 				wantOutcome(t, res, err, idem.Mismatch)
 				wantResponse(t, res, idem.Response{})
 			},
-			statements: func(e env) []string { return []string{"lookup"} },
+			statements: func(e env) []string { return []string{"Lookup"} },
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -311,13 +311,13 @@ func testIsolation(t *testing.T, s *suite) {
 	}
 }
 
-// testLookupFirst checks DoTx on a store made WithLookupFirst: a retry of a
+// testLookupFirst checks DoTx on a store of LookupAlways: a retry of a
 // finished request is answered from the read, without waiting for a writer
 // that holds another key, and a new, held or expired key is decided in the
 // transaction as without the option.
 func testLookupFirst(t *testing.T, s *suite) {
 	c := newClock()
-	e := s.env(t, idem.WithLookupFirst(), idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(300*time.Millisecond))
+	e := s.env(t, idem.WithLookupFirst(idem.LookupAlways), idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLockTimeout(300*time.Millisecond))
 	ctx := context.Background()
 	serial := e.caps.OneWriter
 	res, err := e.drv.DoTx(ctx, e.store, nil, "k", hashA, e.effect("k", created))
@@ -581,8 +581,8 @@ func testRefusable(t *testing.T, s *suite) {
 }
 
 // testTorture races 32 goroutines on the same 48 keys, a quarter through
-// DoTx on a store made WithoutLookupFirst, a quarter through DoTx on a
-// store made WithLookupFirst, and half through Do in transactions of their
+// DoTx on a store of LookupNever, a quarter through DoTx on a
+// store of LookupAlways, and half through Do in transactions of their
 // own, each writing its effect in the claim's transaction. The policies are
 // fixed, so that one quarter always claims and the other always reads first
 // whatever share of the calls are retries (most of them are, here, and a
@@ -605,8 +605,8 @@ func testTorture(t *testing.T, s *suite) {
 		workers = 32
 		keys    = 48
 	)
-	e := s.env(t, idem.WithLockTimeout(200*time.Millisecond), idem.WithoutLookupFirst())
-	lookupFirst, err := idem.New(s.d, idem.WithTable(e.table), idem.WithLockTimeout(200*time.Millisecond), idem.WithLookupFirst())
+	e := s.env(t, idem.WithLockTimeout(200*time.Millisecond), idem.WithLookupFirst(idem.LookupNever))
+	lookupFirst, err := idem.New(s.d, idem.WithTable(e.table), idem.WithLockTimeout(200*time.Millisecond), idem.WithLookupFirst(idem.LookupAlways))
 	if err != nil {
 		t.Fatal(err)
 	}

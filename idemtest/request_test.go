@@ -90,7 +90,7 @@ func TestExpectRequest(t *testing.T) {
 				e.x.mock.ExpectCommit()
 			},
 			wantStatus: 201, wantBody: `{"got":{"item":88}}`, runs: 1,
-			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
 			name: "a 5xx stores nothing", status: 502,
@@ -147,7 +147,7 @@ func TestExpectRequest(t *testing.T) {
 				e.x.mock.ExpectCommit()
 			},
 			wantStatus: 201, wantBody: `{"got":{"item":88}}`, runs: 1,
-			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "complete"}) },
+			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "Complete"}) },
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -270,11 +270,11 @@ func TestExpectRequestRefuses(t *testing.T) {
 	}
 }
 
-// TestExpectRequestLookupFirst shows the expectations for a store made
-// WithLookupFirst: its read comes before the BEGIN, with the key and hash of
+// TestExpectRequestLookupFirst shows the expectations for a store of
+// LookupAlways: its read comes before the BEGIN, with the key and hash of
 // Identify.
 func TestExpectRequestLookupFirst(t *testing.T) {
-	store, err := idem.New(idem.Postgres(), idem.WithLookupFirst())
+	store, err := idem.New(idem.Postgres(), idem.WithLookupFirst(idem.LookupAlways))
 	if err != nil {
 		t.Fatal(err)
 	}

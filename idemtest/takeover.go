@@ -17,7 +17,7 @@ import (
 // race cannot be staged, so the statement is asked directly.
 func testTakeoverChecksExpiry(t *testing.T, s *suite) {
 	e := s.env(t)
-	q, ok := e.store.Queries()["takeover"]
+	q, ok := e.store.Queries()["Takeover"]
 	if !ok {
 		t.Skip("the dialect's claim takes expired records over itself: it has no Takeover statement")
 	}

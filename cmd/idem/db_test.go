@@ -75,7 +75,7 @@ func TestSQLiteFile(t *testing.T) {
 	}
 }
 
-// Flags may follow the key, and "--" lets a key start with a dash.
+// Flags may follow an argument, and after "--" everything is one.
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

@@ -161,7 +161,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		if d.kind.file != nil {
 			dsn = f.dsn
 		}
-		fmt.Fprintf(w, "\nThe tables stay; run the demo again for fresh keys. To look at a key:\n  idem inspect -dsn %s -table %s %s\n", dsn, d.table, lost)
+		fmt.Fprintf(w, "\nThe tables stay; run the demo again for fresh keys. To look at a key:\n  idem inspect -dsn %s -table %s -key %s\n", dsn, d.table, lost)
 	}
 	return nil
 }

@@ -15,13 +15,16 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/idemhttp"
 )
 
-const inspectHelp = `Usage: idem inspect [flags] KEY
+const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE] [flags]
 
 Inspect shows what the table holds for one idempotency key, to answer a
-customer who asks whether a request went through. The state is one of:
+customer who asks whether a request went through.
+
+` + keyHelp + `
+
+The state is one of:
 
   finished   the request ran and committed; its response is stored, and a
              retry with the same request gets it back instead of running
@@ -43,13 +46,11 @@ A key that came through idemhttp with a scope is stored under
 idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
 key as the client sent it.
 
-Put a key that starts with a dash after --: idem inspect -- -key-
-
 Exit status: 0 finished, in flight or unfinished, 3 not found, 4 corrupt, 1 on error.
 
 Example:
-  idem inspect -dsn 'postgres://support@db.internal/shop' order-7f3a
-  idem inspect -dsn 'postgres://support@db.internal/shop' -scope acct_42 order-7f3a
+  idem inspect -dsn 'postgres://support@db.internal/shop' -key order-7f3a
+  idem inspect -dsn 'postgres://support@db.internal/shop' -scope acct_42 -key order-7f3a
 `
 
 // defaultBodyBytes is how much of a body inspect shows unless told
@@ -62,20 +63,15 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	f.register(fs, true, idem.DefaultTable)
 	full := fs.Bool("full", false, "show the whole body, however long")
 	limit := fs.Int("max", defaultBodyBytes, "show at most this many bytes of the body")
-	scope := fs.String("scope", "", "the client's scope, for a key stored through idemhttp WithScope")
+	var k keyFlags
+	k.register(fs)
 	rest, err := parseFlags(e, fs, inspectHelp, args)
 	if err != nil {
 		return err
 	}
-	if len(rest) != 1 {
-		return usageError("inspect takes one key, got %d arguments; run 'idem inspect -h' for help", len(rest))
-	}
-	key := rest[0]
-	if *scope != "" {
-		key = idemhttp.StoredKey(*scope, key)
-	}
-	if key == "" || len(key) > idem.MaxStoredKeyBytes {
-		return usageError("a key is 1 to %d bytes, got %d", idem.MaxStoredKeyBytes, len(key))
+	key, err := k.stored("inspect", rest)
+	if err != nil {
+		return err
 	}
 	if *limit < 0 {
 		return usageError("-max must not be negative, got %d", *limit)
@@ -210,7 +206,7 @@ type rawRecord struct {
 // what Lookup does not show: an expired record, or a corrupt one. No row is
 // a nil record.
 func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) (*rawRecord, error) {
-	q, ok := store.Queries()["lookup"]
+	q, ok := store.Queries()["Lookup"]
 	if !ok || !slices.Equal(q.Params, []string{"key"}) {
 		return nil, errors.New("the lookup statement does not bind just the key")
 	}

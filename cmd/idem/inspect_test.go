@@ -30,7 +30,7 @@ func TestInspect(t *testing.T) {
 				Header: http.Header{"Location": {"/orders/1"}, "Content-Type": {"application/json"}},
 				Body:   []byte(`{"order":1}`),
 			})
-			r := inspect(t, "order-1")
+			r := inspect(t, "-key", "order-1")
 			r.wantCode(t, exitOK)
 			equalLines(t, r.stdout,
 				`key      "order-1"`,
@@ -46,16 +46,16 @@ func TestInspect(t *testing.T) {
 
 		t.Run("Scoped", func(t *testing.T) {
 			tb.put(t, store, idemhttp.StoredKey("acct_42", "order-9"), idem.Response{Status: 201, Body: []byte(`{"order":9}`)})
-			r := inspect(t, "-scope", "acct_42", "order-9")
+			r := inspect(t, "-scope", "acct_42", "-key", "order-9")
 			r.wantCode(t, exitOK)
 			if !strings.Contains(r.stdout, "status   201 Created") || !strings.Contains(r.stdout, `{"order":9}`) {
 				t.Errorf("inspect -scope shows:\n%s", r.stdout)
 			}
-			inspect(t, "order-9").wantCode(t, exitNotFound)
+			inspect(t, "-key", "order-9").wantCode(t, exitNotFound)
 		})
 
 		t.Run("NotFound", func(t *testing.T) {
-			r := inspect(t, "never-sent")
+			r := inspect(t, "-key", "never-sent")
 			r.wantCode(t, exitNotFound)
 			equalLines(t, r.stdout,
 				`key      "never-sent"`,
@@ -66,7 +66,7 @@ func TestInspect(t *testing.T) {
 		t.Run("Expired", func(t *testing.T) {
 			old := tb.store(t, idem.WithClock(func() time.Time { return t0.Add(-48 * time.Hour) }))
 			tb.put(t, old, "order-0", idem.Response{Status: 201})
-			r := inspect(t, "order-0")
+			r := inspect(t, "-key", "order-0")
 			r.wantCode(t, exitNotFound)
 			equalLines(t, r.stdout,
 				`key      "order-0"`,
@@ -81,7 +81,7 @@ func TestInspect(t *testing.T) {
 			// one: written by hand.
 			tb.exec(t, "INSERT INTO {T} ({key}, request_hash, created_at, expires_at, token) VALUES ($1, $2, $3, $4, $5)",
 				[]byte("order-2"), []byte("h"), t0.UnixMicro(), t0.Add(time.Hour).UnixMicro(), 1)
-			r := inspect(t, "order-2")
+			r := inspect(t, "-key", "order-2")
 			r.wantCode(t, exitOK)
 			equalLines(t, r.stdout,
 				`key      "order-2"`,
@@ -94,7 +94,7 @@ func TestInspect(t *testing.T) {
 		t.Run("Corrupt", func(t *testing.T) {
 			tb.put(t, store, "order-3", idem.Response{Status: 201, Body: []byte("fine")})
 			tb.exec(t, "UPDATE {T} SET body = $1 WHERE {key} = $2", []byte("tampered"), []byte("order-3"))
-			r := inspect(t, "order-3")
+			r := inspect(t, "-key", "order-3")
 			r.wantCode(t, exitCorrupt)
 			got := lines(r.stdout)
 			want := []string{
@@ -113,12 +113,12 @@ func TestInspect(t *testing.T) {
 		t.Run("Bodies", func(t *testing.T) {
 			long := strings.Repeat("é", 1500) // 3000 bytes
 			tb.put(t, store, "long", idem.Response{Status: 200, Body: []byte(long)})
-			r := inspect(t, "long", "-max", "1001")
+			r := inspect(t, "-key", "long", "-max", "1001")
 			r.wantCode(t, exitOK)
 			if !strings.HasSuffix(r.stdout, "body     3000 bytes:\n"+long[:1000]+"\n... 2000 more bytes: -full shows them all\n") {
 				t.Errorf("-max 1001 must show 1000 bytes, up to the last whole character:\n%s", r.stdout)
 			}
-			r = inspect(t, "-full", "long")
+			r = inspect(t, "-full", "-key", "long")
 			r.wantCode(t, exitOK)
 			if !strings.HasSuffix(r.stdout, "body     3000 bytes:\n"+long+"\n") {
 				t.Errorf("-full must show the whole body:\n%s", r.stdout)
@@ -126,7 +126,7 @@ func TestInspect(t *testing.T) {
 
 			for key, body := range map[string]string{"binary": "\x00\x01\xff", "escape": "\x1b[2Jgotcha"} {
 				tb.put(t, store, key, idem.Response{Status: 200, Body: []byte(body)})
-				r = inspect(t, key)
+				r = inspect(t, "-key", key)
 				r.wantCode(t, exitOK)
 				if !strings.HasSuffix(r.stdout, "\nbody     "+strconv.Itoa(len(body))+" bytes, not printable UTF-8: not shown\n") || strings.Contains(r.stdout, body) {
 					t.Errorf("a body that is not printable must not be shown:\n%q", r.stdout)
@@ -134,7 +134,7 @@ func TestInspect(t *testing.T) {
 			}
 
 			tb.put(t, store, "empty", idem.Response{Status: 204})
-			r = inspect(t, "empty")
+			r = inspect(t, "-key", "empty")
 			r.wantCode(t, exitOK)
 			if !strings.HasSuffix(r.stdout, "status   204 No Content\nheader   (none)\nbody     (empty)\n") {
 				t.Errorf("empty response:\n%s", r.stdout)

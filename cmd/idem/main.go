@@ -6,7 +6,7 @@
 //
 //	go run ./cmd/idem demo                 # the demo, on an embedded SQLite database
 //	idem migrate -dsn 'postgres://app@db/shop'
-//	idem inspect -dsn 'postgres://app@db/shop' order-7f3a
+//	idem inspect -dsn 'postgres://app@db/shop' -key order-7f3a
 //	idem purge -dsn 'postgres://app@db/shop' -batch 5000
 //	idem settle -dsn 'postgres://app@db/shop' -key order-7f3a -status 201 -body '{"order":7}'
 //
@@ -173,7 +173,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `idem looks after the table of idempotency keys that package idem keeps.
 
 Usage:
-  idem COMMAND [flags] [arguments]
+  idem COMMAND [flags]
 
 Commands:
 `)
@@ -203,8 +203,8 @@ Run 'idem COMMAND -h' for a command's flags and an example.
 }
 
 // parseFlags parses args with fs, and returns the positional arguments. Flags
-// may come before or after them (idem inspect KEY -dsn ...); after "--",
-// everything is positional, for a key that starts with a dash. -h prints help
+// may come before or after them, so that an argument does not stop the
+// parse of the flags after it; after "--", everything is positional. -h prints help
 // on stdout and returns errHelp; a bad flag is a usage error.
 func parseFlags(e *env, fs *flag.FlagSet, help string, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)

@@ -48,6 +48,11 @@ func TestCommandHelp(t *testing.T) {
 			if r.stderr != "" {
 				t.Errorf("idem %s: stderr %q", strings.Join(args, " "), r.stderr)
 			}
+			// The commands that take a key take it alike, and say why.
+			takesKey := strings.Contains(r.stdout, "\n  -key ")
+			if says := strings.Contains(r.stdout, keyHelp); takesKey != says {
+				t.Errorf("idem %s: takes -key %v, but its help explains it %v", strings.Join(args, " "), takesKey, says)
+			}
 		}
 	}
 }
@@ -80,11 +85,14 @@ func TestBadInput(t *testing.T) {
 		{[]string{"stats", "-dsn", "postgres://db.internal/shop", "-driver", "odbc"}, exitUsage, `idem: unknown -driver "odbc" for postgres`},
 		{[]string{"purge", "-dsn", empty, "-batch", "0"}, exitUsage, "idem: -batch must be positive, got 0"},
 		{[]string{"purge", "-dsn", empty, "-batch", "many"}, exitUsage, "idem: purge: invalid value"},
-		{[]string{"inspect", "-dsn", empty}, exitUsage, "idem: inspect takes one key, got 0 arguments"},
-		{[]string{"inspect", "-dsn", empty, "a", "b"}, exitUsage, "idem: inspect takes one key, got 2 arguments"},
-		{[]string{"inspect", "-dsn", empty, strings.Repeat("k", 513)}, exitUsage, "idem: a key is 1 to 512 bytes, got 513"},
+		{[]string{"inspect", "-dsn", empty}, exitUsage, "idem: inspect needs -key: the key the client sent"},
+		// The old form, the key as an argument, fails and says how to give it.
+		{[]string{"inspect", "-dsn", empty, "order-1"}, exitUsage, `idem: inspect takes the key with -key, not as an argument: idem inspect -key "order-1" ...`},
+		{[]string{"inspect", "-dsn", empty, "a", "b"}, exitUsage, `idem: inspect takes no arguments, got ["a" "b"]: give the key with -key`},
+		{[]string{"inspect", "-dsn", empty, "-key", "order-1", "extra"}, exitUsage, `idem: inspect takes no arguments, got ["extra"]: give the key with -key`},
+		{[]string{"inspect", "-dsn", empty, "-key", strings.Repeat("k", 513)}, exitUsage, "idem: a key is 1 to 512 bytes, got 513"},
 		{[]string{"settle", "-dsn", empty, "-status", "201"}, exitUsage, "idem: settle needs -key: the key the client sent"},
-		{[]string{"settle", "-dsn", empty, "order-1", "-status", "201"}, exitUsage, `idem: settle takes no arguments, got ["order-1"]: give the key with -key`},
+		{[]string{"settle", "-dsn", empty, "order-1", "-status", "201"}, exitUsage, `idem: settle takes the key with -key, not as an argument: idem settle -key "order-1" ...`},
 		{[]string{"settle", "-dsn", empty, "-key", "order-1"}, exitUsage, "idem: settle needs -status: the status the request would have sent"},
 		{[]string{"settle", "-dsn", empty, "-key", "order-1", "-status", "4294967496"}, exitUsage, "idem: -status must fit in 32 bits"},
 		{[]string{"settle", "-dsn", empty, "-key", "order-1", "-status", "201", "-body", "", "-body-file", "b.json"}, exitUsage, "idem: give the body with -body or -body-file, not both"},
@@ -92,12 +100,15 @@ func TestBadInput(t *testing.T) {
 		{[]string{"settle", "-dsn", empty, "-key", "order-1", "-status", "201", "-header", "X: a\nb"}, exitUsage, "idem: settle: invalid value"},
 		{[]string{"settle", "-dsn", empty, "-scope", "acct_42", "-status", "201", "-key", strings.Repeat("k", 500)}, exitUsage, "idem: a key is 1 to 512 bytes, got 565"},
 		{[]string{"release", "-dsn", empty}, exitUsage, "idem: release needs -key"},
+		{[]string{"release", "-dsn", empty, "order-1", "-no-effect"}, exitUsage, `idem: release takes the key with -key, not as an argument: idem release -key "order-1" ...`},
 		{[]string{"release", "-dsn", empty, "-key", "order-1"}, exitUsage, "idem: release needs -no-effect: release only a key whose request had no effect"},
 		{[]string{"schema"}, exitUsage, "idem: no dialect: set -dialect or IDEM_DIALECT"},
 		{[]string{"demo", "-dialect", "postgres"}, exitUsage, "idem: -dialect postgres needs -dsn"},
 		{[]string{"demo", "-orders", "idem_demo_keys"}, exitUsage, "idem: -orders and -table name the same table"},
 		{[]string{"stats", "-dsn", missing}, exitError, "idem: sqlite database " + missing + " does not exist: check -dsn"},
-		{[]string{"inspect", "-dsn", empty, "k"}, exitError, "idem: table idempotency_keys does not exist in this sqlite database: check -table, or create it with idem migrate"},
+		{[]string{"inspect", "-dsn", empty, "-key", "k"}, exitError, "idem: table idempotency_keys does not exist in this sqlite database: check -table, or create it with idem migrate"},
+		// A key that starts with a dash is the value of -key.
+		{[]string{"inspect", "-dsn", empty, "-key", "-k"}, exitError, "idem: table idempotency_keys does not exist in this sqlite database: check -table, or create it with idem migrate"},
 		{[]string{"purge", "-dsn", empty, "-table", "other"}, exitError, "idem: table other does not exist"},
 		{[]string{"settle", "-dsn", empty, "-key", "k", "-status", "201", "-body-file", missing}, exitError, "idem: read -body-file: open " + missing + ": no such file"},
 		{[]string{"release", "-dsn", empty, "-key", "k", "-no-effect"}, exitError, "idem: table idempotency_keys does not exist"},

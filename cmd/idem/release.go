@@ -13,6 +13,8 @@ const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-ph
 Release deletes the record of a key left unfinished, so that the next
 request with the key runs as a new one and does the work.
 
+` + keyHelp + `
+
 A key is left unfinished when a handler commits its transaction itself,
 before idem has stored the response: the key answers in flight for the
 whole retention window. idem stats counts such records (in flight), and
@@ -63,10 +65,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return usageError("release takes no arguments, got %q: give the key with -key", rest)
-	}
-	key, err := k.stored("release")
+	key, err := k.stored("release", rest)
 	if err != nil {
 		return err
 	}

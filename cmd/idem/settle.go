@@ -13,7 +13,6 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/codec"
 )
 
@@ -22,6 +21,8 @@ const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE] -status N [-heade
 
 Settle stores the response of a key left unfinished, so that every retry of
 its request gets that response back instead of 409.
+
+` + keyHelp + `
 
 A key is left unfinished when a handler commits its transaction itself,
 before idem has stored the response: the effect and the record of the key
@@ -81,10 +82,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return usageError("settle takes no arguments, got %q: give the key with -key", rest)
-	}
-	key, err := k.stored("settle")
+	key, err := k.stored("settle", rest)
 	if err != nil {
 		return err
 	}
@@ -129,42 +127,6 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	writeHeader(w, resp.Header)
 	line(w, "size", fmt.Sprintf("header %d bytes, body %d bytes", len(codec.EncodeHeader(resp.Header)), len(resp.Body)))
 	return nil
-}
-
-// keyFlags are the -key and -scope flags of settle and release. The key is a
-// flag, not an argument as for inspect, so that a command that changes a
-// record names what it changes in so many words.
-type keyFlags struct {
-	key, scope string
-}
-
-func (k *keyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&k.key, "key", "", "the idempotency key, as the client sent it (required)")
-	fs.StringVar(&k.scope, "scope", "", "the client's scope, for a key stored through idemhttp WithScope")
-}
-
-// stored returns the key as the table holds it.
-func (k *keyFlags) stored(cmd string) (string, error) {
-	if k.key == "" {
-		return "", usageError("%s needs -key: the key the client sent; run 'idem %s -h' for help", cmd, cmd)
-	}
-	key := k.key
-	if k.scope != "" {
-		key = idemhttp.StoredKey(k.scope, key)
-	}
-	if len(key) > idem.MaxStoredKeyBytes {
-		return "", usageError("a key is 1 to %d bytes, got %d", idem.MaxStoredKeyBytes, len(key))
-	}
-	return key, nil
-}
-
-// name names the key in a message as the operator gave it: a stored key
-// with a scope is 65 bytes of hash longer, and tells them nothing.
-func (k *keyFlags) name() string {
-	if k.scope == "" {
-		return strconv.Quote(k.key)
-	}
-	return fmt.Sprintf("%q in scope %q", k.key, k.scope)
 }
 
 // stuckError turns an error of Settle or ReleaseWithoutEffect into one line

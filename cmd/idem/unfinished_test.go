@@ -73,7 +73,7 @@ func TestUnfinished(t *testing.T) {
 			t.Errorf("stats:\n%s\nwant the two unfinished requests in flight", r.stdout)
 		}
 
-		r = runWith(t, testEnv(t0), append([]string{"inspect"}, tb.args("given-up")...)...)
+		r = runWith(t, testEnv(t0), append([]string{"inspect"}, tb.args("-key", "given-up")...)...)
 		r.wantCode(t, exitOK)
 		if !strings.Contains(r.stdout, "state    unfinished: a multi-step request") || !strings.Contains(r.stdout, "expires  not while it is unfinished\n") {
 			t.Errorf("inspect of an unfinished request:\n%s", r.stdout)
@@ -139,7 +139,7 @@ func TestSettleReleaseUnfinished(t *testing.T) {
 		}
 
 		cmd("settle", "-key", "given-up-2", "-status", "502", "-body", "refunded", "-retention", "1h").wantCode(t, exitOK)
-		r = cmd("inspect", "given-up-2")
+		r = cmd("inspect", "-key", "given-up-2")
 		r.wantCode(t, exitOK)
 		if want := "expires  " + t0.Add(time.Minute+time.Hour).UTC().Format("2006-01-02 15:04:05"); !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect of the settled request:\n%s\nwant %q", r.stdout, want)

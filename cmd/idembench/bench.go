@@ -27,7 +27,7 @@ type bench struct {
 	d     database
 	db    *sql.DB
 	store *idem.Store
-	// lookupFirst is a store on the same table made WithLookupFirst.
+	// lookupFirst is a store of LookupAlways on the same table.
 	lookupFirst *idem.Store
 	table       string
 	orders      string
@@ -35,7 +35,7 @@ type bench struct {
 	queries     map[string]idem.Query
 	// plain holds the statements of the plain paths, on the idem table.
 	plain plainSQL
-	// claimFirst is a store on the same table made WithoutLookupFirst,
+	// claimFirst is a store of LookupNever on the same table,
 	// whose DoTx answers every retry with its claim (see native.go).
 	claimFirst *idem.Store
 	// lease is the table of the lease paths, when open made one, and
@@ -93,12 +93,12 @@ func open(ctx context.Context, d database, clients int, o openOpts) (*bench, err
 		db.Close()
 		return nil, err
 	}
-	b.lookupFirst, err = idem.New(d.dialect, idem.WithTable(b.table), idem.WithLookupFirst())
+	b.lookupFirst, err = idem.New(d.dialect, idem.WithTable(b.table), idem.WithLookupFirst(idem.LookupAlways))
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	b.claimFirst, err = idem.New(d.dialect, idem.WithTable(b.table), idem.WithoutLookupFirst())
+	b.claimFirst, err = idem.New(d.dialect, idem.WithTable(b.table), idem.WithLookupFirst(idem.LookupNever))
 	if err != nil {
 		db.Close()
 		return nil, err

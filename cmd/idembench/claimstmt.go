@@ -31,7 +31,7 @@ func measureClaimStatement(ctx context.Context, c config, d database) error {
 		cols = `(key, request_hash, created_at, expires_at, token)`
 		ten  = `true, false, request_hash, status, header, body, checksum, created_at, expires_at, token`
 	)
-	claim := b.queries["claim"]
+	claim := b.queries["Claim"]
 	regclass := `'"` + b.table + `"'::regclass::oid`
 	if !strings.Contains(claim.SQL, regclass) {
 		return fmt.Errorf("the claim does not name its table as %s", regclass)

@@ -36,7 +36,7 @@
 //     INSERT, a SELECT of the record, ROLLBACK.
 //   - bare: the effect alone, BEGIN, INSERT, COMMIT.
 //   - replay: the retry of one of 10,000 finished keys through Store.Do.
-//   - lookupfirst: DoTx on a store made WithLookupFirst, new keys and
+//   - lookupfirst: DoTx on a store of LookupAlways, new keys and
 //     retries, and its statements by hand.
 //   - http: an order through idemhttp in its default configuration
 //     (idemhttp.New with WithSingleClient), in process, with httptest's

@@ -31,7 +31,7 @@ import (
 //     RETURNING key, the effect, the UPDATE, COMMIT.
 //   - bare: BEGIN, the effect, COMMIT on the pool.
 //   - replay and "replay sql": the retry of a finished key through DoTx,
-//     natively and on database/sql, on a store made WithoutLookupFirst, so
+//     natively and on database/sql, on a store of LookupNever, so
 //     that the claim answers it in its transaction as on the other settings'
 //     replay path, rather than a read before it (the lookupfirst scenario
 //     measures that); "plain replay", the plain retry on the pool.

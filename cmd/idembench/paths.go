@@ -58,8 +58,8 @@ func (b *bench) replay(ctx context.Context, key string) error {
 	return nil
 }
 
-// lookupFirstDoTx runs one request through DoTx on the store made
-// WithLookupFirst and expects want: for Claimed, the lookup, then BEGIN,
+// lookupFirstDoTx runs one request through DoTx on the store of
+// LookupAlways and expects want: for Claimed, the lookup, then BEGIN,
 // claim, the effect, completion, COMMIT; for Replay, the lookup alone.
 func (b *bench) lookupFirstDoTx(ctx context.Context, key string, want idem.Outcome) error {
 	return b.doTx(ctx, b.lookupFirst, key, 1, want)
@@ -97,15 +97,15 @@ func (b *bench) bare(ctx context.Context, key string, n int) error {
 // Store.Queries, by hand: BEGIN, claim, the effect, completion, COMMIT. It
 // binds the arguments directly and stores the same record, so that the
 // difference to claimed is what Do itself costs. Where the dialect claims in
-// two statements (claim_write, claim), it sends both, in the Store's order.
+// two statements (ClaimWrite, Claim), it sends both, in the Store's order.
 //
-// With lookupFirst it reads the key first, as a store made WithLookupFirst
+// With lookupFirst it reads the key first, as a store of LookupAlways
 // does, and expects no record.
 func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookupFirst bool) error {
 	k := []byte(key)
 	if lookupFirst {
 		var hash []byte
-		err := b.db.QueryRowContext(ctx, b.queries["lookup"].SQL, k).Scan(&hash)
+		err := b.db.QueryRowContext(ctx, b.queries["Lookup"].SQL, k).Scan(&hash)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("lookup: %v, want no row", err)
 		}
@@ -146,7 +146,7 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 		}
 		return nil
 	}
-	claim, complete := b.queries["claim"], b.queries["complete"]
+	claim, complete := b.queries["Claim"], b.queries["Complete"]
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -158,7 +158,7 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 		status, createdAt, expiresAt sql.NullInt64
 		owner                        sql.NullInt64
 	)
-	if err := exec(tx, "claim_write"); err != nil {
+	if err := exec(tx, "ClaimWrite"); err != nil {
 		return err
 	}
 	err = tx.QueryRowContext(ctx, claim.SQL, bind(claim)...).Scan(&won, &busy, &hash, &status, &header, &body, &sum, &createdAt, &expiresAt, &owner)

@@ -29,8 +29,8 @@ func measurePurge(ctx context.Context, c config, d database) error {
 	// A dialect that purges in one statement times it; one that reads a
 	// batch's keys first times the delete, whose list of keys grows with
 	// the batch: up to the list, its text is the same.
-	batches.prefix = b.queries["purge"].SQL
-	if q, ok := b.queries["purge_delete"]; ok {
+	batches.prefix = b.queries["Purge"].SQL
+	if q, ok := b.queries["PurgeDelete"]; ok {
 		before, _, _ := strings.Cut(q.SQL, "IN (")
 		batches.prefix = before + "IN ("
 	}
