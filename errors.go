@@ -97,7 +97,7 @@ var (
 	// new runner.
 	ErrLeaseLost = errors.New("idem: multi-step request taken over")
 
-	// ErrNoSteps is returned by Run, Unfinished and a Resumer when the
+	// ErrNoSteps is returned by Run, Unfinished and Resume when the
 	// Store's dialect has no statements for multi-step requests: its
 	// dialect.Statements.Run is empty.
 	ErrNoSteps = errors.New("idem: dialect without multi-step requests")

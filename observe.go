@@ -47,11 +47,11 @@ type EventKind int
 const (
 	// EventCall is the answer of a call of Do, DoTx or Run.
 	EventCall EventKind = iota
-	// EventResume is the answer of the Run that a Resumer made to drive
+	// EventResume is the answer of the Run that Resume made to drive
 	// an unfinished request forward: Claimed when it finished the
 	// request, InFlight or Replay when another call had it, or Err.
 	EventResume
-	// EventCompensate is the end of a request through the Resumer's
+	// EventCompensate is the end of a request through Resume's
 	// Compensate: Claimed when its failure was stored, or Err.
 	EventCompensate
 	// EventTakeover reports that Run took over a multi-step request whose

@@ -171,7 +171,7 @@ func WithMaxResponseBytes(n int) Option {
 // transactions DoTx ran; and one at each takeover, lost lease, resume and
 // compensation of a multi-step request (see EventKind). Events name the key
 // only by a hash. Observers run in the goroutine of the call they report
-// (Do, DoTx, Run, or the Resumer's Resume), before it returns, in the order
+// (Do, DoTx, Run, or Resume's Resume), before it returns, in the order
 // they were added, so keep them quick. The default is no observer, which
 // costs nothing.
 func WithObserver(observe func(context.Context, Event)) Option {

@@ -25,10 +25,10 @@ type Unfinished struct {
 	// LeaseLeft is how long that lease still ran when the list was read,
 	// by the same clock: 0 or less when no call runs the request now.
 	LeaseLeft time.Duration
-	// ResumeIn is how long a Resumer still leaves the request alone, by
-	// the same clock: the lease left, and after the Resumer failed to
+	// ResumeIn is how long Resume still leaves the request alone, by
+	// the same clock: the lease left, and after Resume failed to
 	// finish it, a back-off that doubles with each failure, from 10
-	// seconds up to 15 minutes. 0 or less when a Resumer would take it.
+	// seconds up to 15 minutes. 0 or less when Resume would take it.
 	// The request's client may retry it whenever the lease has run out.
 	ResumeIn time.Duration
 
@@ -38,7 +38,7 @@ type Unfinished struct {
 // Unfinished lists, oldest first, at most limit multi-step requests that
 // are unfinished and were created at least olderThan ago, by the Store's
 // clock, as `idem unfinished` shows them: those that a runner holds and
-// those that a Resumer leaves alone after a failure are listed too, and
+// those that Resume leaves alone after a failure are listed too, and
 // LeaseLeft and ResumeIn tell them apart. It returns ErrNoSteps for a
 // dialect without multi-step requests.
 func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int) ([]Unfinished, error) {
@@ -49,7 +49,7 @@ func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Durat
 }
 
 // unfinished is Unfinished, or, with resumable, the list without the
-// requests that a live lease or a back-off keeps from a Resumer.
+// requests that a live lease or a back-off keeps from Resume.
 func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Duration, limit int, resumable bool) ([]Unfinished, error) {
 	if err := s.check(); err != nil {
 		return nil, err

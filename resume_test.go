@@ -100,7 +100,7 @@ func TestResumerFinishes(t *testing.T) {
 }
 
 // TestResumerLeavesHeldRequests shows that a request whose runner holds
-// its lease is left to it, however old: the Resumer does not even take it.
+// its lease is left to it, however old: Resume does not even take it.
 func TestResumerLeavesHeldRequests(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
 		var c clock
@@ -174,7 +174,7 @@ func TestResumerCompensates(t *testing.T) {
 
 // TestResumerNotStarved shows that requests which keep failing, more than
 // one batch of them and older than one that would finish, never keep that
-// one waiting: a Resumer that fails to finish a request backs it off, in
+// one waiting: Resume that fails to finish a request backs it off, in
 // its record, so that the next Resume, by another Store as after a restart,
 // takes the others. The back-off starts at 10 seconds and doubles with each
 // failure; Unfinished shows it.

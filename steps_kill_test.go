@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -109,16 +113,53 @@ const (
 var killPoints = []string{killBeforeOrderCommit, killBeforeCall, killAfterCall, killBeforeChargedCommit,
 	killAfterChargedCommit, killBeforeConfirmCommit, killAfterConfirmCommit}
 
-// checkout is the multi-step request of the kill tests: the order phase,
-// the charge at the provider, the charged phase, which stores the charge's
-// id, and the final phase, which reads it back for the response. Each phase
+// txOps sends the statements of the checkout's phases through a driver's
+// transaction.
+type txOps[TX any] struct {
+	exec func(ctx context.Context, tx TX, query string, args ...any) error
+	scan func(ctx context.Context, tx TX, query string, args []any, dest ...any) error
+}
+
+var (
+	sqlOps = txOps[*sql.Tx]{
+		exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+			_, err := tx.ExecContext(ctx, q, args...)
+			return err
+		},
+		scan: func(ctx context.Context, tx *sql.Tx, q string, args []any, dest ...any) error {
+			return tx.QueryRowContext(ctx, q, args...).Scan(dest...)
+		},
+	}
+	pgxOps = txOps[pgx.Tx]{
+		exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+			_, err := tx.Exec(ctx, q, args...)
+			return err
+		},
+		scan: func(ctx context.Context, tx pgx.Tx, q string, args []any, dest ...any) error {
+			return tx.QueryRow(ctx, q, args...).Scan(dest...)
+		},
+	}
+)
+
+// checkout is the multi-step request of the kill tests, on database/sql.
+func checkout(fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
+	return checkoutOn(sqlOps, fx, url, key, die)
+}
+
+// checkoutOn is the multi-step request of the kill tests, on a driver
+// whose phases send their statements with ops: the order phase, the
+// charge at the provider, the charged phase, which stores the charge's id,
+// and the final phase, which reads it back for the response. Each phase
 // writes one effect row noted with its name. die is called at each
 // boundary.
-func checkout(fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
+func checkoutOn[TX any](ops txOps[TX], fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
 	var chargeID string
+	insert := func(ctx context.Context, tx TX, note string) error {
+		return ops.exec(ctx, tx, fx.InsertSQL(), dbtest.EffectKey(key), note)
+	}
 	return []idem.Step{
-		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
-			err := fx.Insert(ctx, tx, key, "order")
+		idem.Phase("order", func(ctx context.Context, tx TX) error {
+			err := insert(ctx, tx, "order")
 			die(killBeforeOrderCommit)
 			return err
 		}),
@@ -128,19 +169,19 @@ func checkout(fx *dbtest.Effects, url, key string, die func(point string)) []ide
 			die(killAfterCall)
 			return err
 		}),
-		idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
-			err := fx.Insert(ctx, tx, key, "charged "+chargeID)
+		idem.Phase("charged", func(ctx context.Context, tx TX) error {
+			err := insert(ctx, tx, "charged "+chargeID)
 			die(killBeforeChargedCommit)
 			return err
 		}),
-		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		idem.Final("confirm", func(ctx context.Context, tx TX) (idem.Response, error) {
 			die(killAfterChargedCommit)
 			var note string
 			q := "SELECT note FROM " + fx.Table + " WHERE k = " + fx.Placeholder(1) + " AND note LIKE 'charged %'"
-			if err := tx.QueryRowContext(ctx, q, dbtest.EffectKey(key)).Scan(&note); err != nil {
+			if err := ops.scan(ctx, tx, q, []any{dbtest.EffectKey(key)}, &note); err != nil {
 				return idem.Response{}, err
 			}
-			err := fx.Insert(ctx, tx, key, "confirm")
+			err := insert(ctx, tx, "confirm")
 			die(killBeforeConfirmCommit)
 			return idem.Response{Status: http.StatusCreated, Body: []byte(strings.TrimPrefix(note, "charged "))}, err
 		}),
@@ -149,99 +190,154 @@ func checkout(fx *dbtest.Effects, url, key string, die func(point string)) []ide
 
 // TestRunSurvivesKills runs two checkouts in a service process and kills it
 // with SIGKILL at one boundary of their steps, for each boundary in turn.
-// Then clients retry the first checkout concurrently, and a Resumer takes
+// Then clients retry the first checkout concurrently, and Resume takes
 // the second, whose client gave up. Every checkout must end finished, with
 // one charge at the provider, one effect per phase, a second call only when
 // the kill fell between the call and the next phase's commit, and every
 // answer the stored response.
 func TestRunSurvivesKills(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		for _, point := range killPoints {
-			t.Run(point, func(t *testing.T) {
-				// The service's leases run on the database's real
-				// clock; the clients' reading of it is ahead by more
-				// than a lease, so the dead service's leases have run
-				// out for them at once, while among themselves theirs
-				// run as usual. Their own clock is ahead as much, for
-				// the Resumer's age.
-				ahead := idem.DefaultLease + time.Minute
-				e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
-					leaseClock(func() time.Duration { return ahead }))
-				p := newProvider(t)
-				retried, abandoned := "checkout-retried", "checkout-abandoned"
-				for _, key := range []string{retried, abandoned} {
-					killService(t, e, p.srv.URL, point, key)
-				}
-
-				var (
-					wg      sync.WaitGroup
-					answers = make(chan idem.Result, 4)
-				)
-				for range cap(answers) {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						res, err := retryUntilDone(e, p.srv.URL, retried)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						answers <- res
-					}()
-				}
-				wg.Wait()
-				close(answers)
-
-				steps := func(_ context.Context, key string) ([]idem.Step, error) {
-					return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
-				}
-				if _, err := e.Store.Resume(context.Background(), e.DB, nil, steps, idem.ResumeOlderThan(time.Minute)); err != nil {
-					t.Fatalf("Resume: %v", err)
-				}
-
-				for _, key := range []string{retried, abandoned} {
-					stored, err := e.Store.Lookup(context.Background(), e.DB, key)
-					wantOutcome(t, stored, err, idem.Replay)
-					if !strings.HasPrefix(string(stored.Response.Body), "ch_") {
-						t.Errorf("%s: stored body %q, want the charge's id", key, stored.Response.Body)
-					}
-					notes := e.Effects.Notes(t)[key]
-					if len(notes) != 3 || notes[0] != "order" || notes[1] != "charged "+string(stored.Response.Body) || notes[2] != "confirm" {
-						t.Errorf("%s: effects %q, want each phase once, in order", key, notes)
-					}
-					calls, charges := p.counts(key)
-					wantCalls := 1
-					if point == killAfterCall || point == killBeforeChargedCommit {
-						wantCalls = 2
-					}
-					if charges != 1 || calls != wantCalls {
-						t.Errorf("%s: %d calls and %d charges at the provider, want %d and 1", key, calls, charges, wantCalls)
-					}
-					if key == retried {
-						n := 0
-						for res := range answers {
-							n++
-							sameResponse(t, res.Response, stored.Response)
-						}
-						if n != cap(answers) {
-							t.Errorf("%d of %d clients got an answer", n, cap(answers))
-						}
-					}
-				}
-				if list, err := e.Store.Unfinished(context.Background(), e.DB, 0, 10); err != nil || len(list) != 0 {
-					t.Errorf("unfinished at the end: %+v, %v", list, err)
-				}
-			})
+		for _, via := range checkoutDrivers(tg) {
+			t.Run(via, func(t *testing.T) { testRunSurvivesKills(t, tg, via) })
 		}
 	})
 }
 
+// Ways to run the checkout: through database/sql, and, on PostgreSQL, on a
+// pgx pool through package idempgx.
+const (
+	viaSQL     = "database-sql"
+	viaPgxPool = "pgxpool"
+)
+
+// checkoutDrivers lists the ways to run the checkout on tg.
+func checkoutDrivers(tg target) []string {
+	if tg.Family == "postgres" && tg.Driver == "pgx" {
+		return []string{viaSQL, viaPgxPool}
+	}
+	return []string{viaSQL}
+}
+
+// runCheckout runs the checkout of key on e's store and database, or,
+// with a pool, through idempgx on the pool.
+func runCheckout(e *env, pool *pgxpool.Pool, url, key string, die func(string)) (idem.Result, error) {
+	if pool == nil {
+		return e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, url, key, die)...)
+	}
+	return idempgx.Run(context.Background(), e.Store, pool, pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, e.Effects, url, key, die)...)
+}
+
+// newPool returns a pgx pool of dsn, closed at the end of the test.
+func newPool(t testing.TB, dsn string) *pgxpool.Pool {
+	p, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// testRunSurvivesKills is TestRunSurvivesKills on tg, with the checkout run
+// via database/sql or a pgx pool.
+func testRunSurvivesKills(t *testing.T, tg target, via string) {
+	for _, point := range killPoints {
+		t.Run(point, func(t *testing.T) {
+			var pool *pgxpool.Pool
+			// The service's leases run on the database's real
+			// clock; the clients' reading of it is ahead by more
+			// than a lease, so the dead service's leases have run
+			// out for them at once, while among themselves theirs
+			// run as usual. Their own clock is ahead as much, for
+			// Resume's age.
+			ahead := idem.DefaultLease + time.Minute
+			e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
+				leaseClock(func() time.Duration { return ahead }))
+			if via == viaPgxPool {
+				pool = newPool(t, e.DSN)
+			}
+			p := newProvider(t)
+			retried, abandoned := "checkout-retried", "checkout-abandoned"
+			for _, key := range []string{retried, abandoned} {
+				killService(t, e, via, p.srv.URL, point, key)
+			}
+
+			var (
+				wg      sync.WaitGroup
+				answers = make(chan idem.Result, 4)
+			)
+			for range cap(answers) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := retryUntilDone(e, pool, p.srv.URL, retried)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					answers <- res
+				}()
+			}
+			wg.Wait()
+			close(answers)
+
+			var err error
+			if pool != nil {
+				steps := func(_ context.Context, key string) ([]idem.Step, error) {
+					return checkoutOn(pgxOps, e.Effects, p.srv.URL, key, func(string) {}), nil
+				}
+				_, err = idempgx.Resume(context.Background(), e.Store, pool, pgx.TxOptions{}, steps, idem.ResumeOlderThan(time.Minute))
+			} else {
+				steps := func(_ context.Context, key string) ([]idem.Step, error) {
+					return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
+				}
+				_, err = e.Store.Resume(context.Background(), e.DB, nil, steps, idem.ResumeOlderThan(time.Minute))
+			}
+			if err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+
+			for _, key := range []string{retried, abandoned} {
+				stored, err := e.Store.Lookup(context.Background(), e.DB, key)
+				wantOutcome(t, stored, err, idem.Replay)
+				if !strings.HasPrefix(string(stored.Response.Body), "ch_") {
+					t.Errorf("%s: stored body %q, want the charge's id", key, stored.Response.Body)
+				}
+				notes := e.Effects.Notes(t)[key]
+				if len(notes) != 3 || notes[0] != "order" || notes[1] != "charged "+string(stored.Response.Body) || notes[2] != "confirm" {
+					t.Errorf("%s: effects %q, want each phase once, in order", key, notes)
+				}
+				calls, charges := p.counts(key)
+				wantCalls := 1
+				if point == killAfterCall || point == killBeforeChargedCommit {
+					wantCalls = 2
+				}
+				if charges != 1 || calls != wantCalls {
+					t.Errorf("%s: %d calls and %d charges at the provider, want %d and 1", key, calls, charges, wantCalls)
+				}
+				if key == retried {
+					n := 0
+					for res := range answers {
+						n++
+						sameResponse(t, res.Response, stored.Response)
+					}
+					if n != cap(answers) {
+						t.Errorf("%d of %d clients got an answer", n, cap(answers))
+					}
+				}
+			}
+			if list, err := e.Store.Unfinished(context.Background(), e.DB, 0, 10); err != nil || len(list) != 0 {
+				t.Errorf("unfinished at the end: %+v, %v", list, err)
+			}
+		})
+	}
+}
+
 // retryUntilDone is a client that retries the checkout key until it gets a
 // final answer: InFlight means another client runs it, so it asks again.
-func retryUntilDone(e *env, url, key string) (idem.Result, error) {
+func retryUntilDone(e *env, pool *pgxpool.Pool, url, key string) (idem.Result, error) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		res, err := e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, url, key, func(string) {})...)
+		res, err := runCheckout(e, pool, url, key, func(string) {})
 		switch {
 		case errors.Is(err, idem.ErrLeaseLost):
 			return res, fmt.Errorf("a client lost its lease: %w", err)
@@ -257,10 +353,11 @@ func retryUntilDone(e *env, url, key string) (idem.Result, error) {
 
 // killService starts this test binary as a service that runs the checkout
 // of key, waits until it has reached point, and kills it.
-func killService(t *testing.T, e *env, url, point, key string) {
+func killService(t *testing.T, e *env, via, url, point, key string) {
 	t.Helper()
 	cmd := startChild(t, "TestRunChild", point,
 		runChildEnv+"=1",
+		"IDEM_RUN_VIA="+via,
 		"IDEM_RUN_DRIVER="+e.tg.Driver,
 		"IDEM_RUN_DSN="+e.DSN,
 		"IDEM_RUN_DIALECT="+e.Dialect.Name(),
@@ -300,7 +397,12 @@ func TestRunChild(t *testing.T) {
 			select {} // until the parent's SIGKILL
 		}
 	}
-	_, err = store.Run(context.Background(), db, nil, key, hashA, checkout(fx, os.Getenv("IDEM_RUN_PROVIDER"), key, die)...)
+	url := os.Getenv("IDEM_RUN_PROVIDER")
+	if os.Getenv("IDEM_RUN_VIA") == viaPgxPool {
+		_, err = idempgx.Run(context.Background(), store, newPool(t, os.Getenv("IDEM_RUN_DSN")), pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, fx, url, key, die)...)
+	} else {
+		_, err = store.Run(context.Background(), db, nil, key, hashA, checkout(fx, url, key, die)...)
+	}
 	if err == nil {
 		die(killAfterConfirmCommit)
 	}
@@ -364,7 +466,7 @@ func TestRunRecoversAfterKill(t *testing.T) {
 		e := setup(t, tg)
 		p := newProvider(t)
 		const key = "checkout-killed"
-		killService(t, e, p.srv.URL, killAfterCall, key)
+		killService(t, e, viaSQL, p.srv.URL, killAfterCall, key)
 		killed := time.Now()
 		for inFlight := 0; ; inFlight++ {
 			res, err := e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)

@@ -66,7 +66,7 @@ func wantEvents(t *testing.T, ev *events, want ...string) {
 // TestRunObserved shows the Events of multi-step requests: one per call
 // with its answer; a takeover, naming the recovery point; the lost lease
 // of the runner that was taken over, naming the step that found it out;
-// and the Resumer's resumes and compensations, which are no client's
+// and Resume's resumes and compensations, which are no client's
 // calls.
 func TestRunObserved(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {

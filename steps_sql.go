@@ -8,7 +8,7 @@ import (
 	"github.com/idemgo/idem/internal/testhook"
 )
 
-// The Resumer's back-off after a request it failed to finish: it leaves
+// Resume's back-off after a request it failed to finish: it leaves
 // the request alone for resumeBackoffBase after the first failure, twice as
 // long after each next one, and never longer than resumeBackoffMax. The
 // request's client may retry it meanwhile, as ever.

@@ -401,7 +401,7 @@ func TestRunPhaseTransactionEnded(t *testing.T) {
 
 // TestRunLeaseOneClock shows that leases run on the database's clock: a
 // Store whose own clock runs minutes ahead of the runner's, or behind it,
-// never takes a live request over, through Run, the Resumer or Settle, and
+// never takes a live request over, through Run, Resume or Settle, and
 // sees the lease run out only when the database's clock says so.
 func TestRunLeaseOneClock(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {

@@ -199,7 +199,7 @@ func (mysqlFamily) Schema(table string) []string {
 
 // Upgrades adds the columns that tables made by earlier versions lack: the
 // phase and lease of multi-step requests (the family's first table had the
-// token already), then the Resumer's back-off. Each goes at the end of the table, so they come in the
+// token already), then Resume's back-off. Each goes at the end of the table, so they come in the
 // order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
 // only the check keeps a second run from adding a column twice; a table
 // named without its database is in the session's, DATABASE().

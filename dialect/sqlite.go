@@ -62,7 +62,7 @@ func (sqlite) Schema(table string) []string {
 
 // Upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
-// multi-step requests, then the Resumer's back-off. Each goes at the end of the table, so they come in
+// multi-step requests, then Resume's back-off. Each goes at the end of the table, so they come in
 // the order of a new table's columns.
 func (sqlite) Upgrades(table string) []Upgrade {
 	t := QuoteTable(table, '"')

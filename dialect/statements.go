@@ -19,8 +19,8 @@ package dialect
 //	lease_until   for a multi-step request, until when its runner owns it,
 //	              in microseconds since the Unix epoch by the database's
 //	              clock; NULL in Do's records
-//	resume_backoff for a multi-step request that a Resumer failed to
-//	              finish, how long after lease_until the Resumer leaves it
+//	resume_backoff for a multi-step request that Resume failed to
+//	              finish, how long after lease_until Resume leaves it
 //	              alone, in microseconds; NULL until then
 //
 // Only the statements of Run (RunStatements) read or write phase,
@@ -150,7 +150,7 @@ type Statements struct {
 	PurgeSelect, PurgeDelete string
 
 	// Run holds the statements of multi-step requests (idem.Store.Run)
-	// and of the Resumer. A dialect that leaves them all empty has no
+	// and of Resume. A dialect that leaves them all empty has no
 	// multi-step requests: Run answers idem.ErrNoSteps, and
 	// idemtest.TestDialect skips their properties, saying so.
 	Run RunStatements
@@ -165,7 +165,7 @@ type Statements struct {
 // microseconds; {prev_token}, the token that the statement replaces;
 // {clock_offset}, microseconds that the statement adds to the database's
 // clock, 0 but in tests that move the clock; and {backoff_base} and
-// {backoff_max}, the Resumer's back-off, in microseconds.
+// {backoff_max}, Resume's back-off, in microseconds.
 //
 // Leases run on the database's clock, read in SQL by every statement that
 // sets or compares one, so that the app servers' clocks, which may differ
@@ -240,10 +240,10 @@ type RunStatements struct {
 	Unfinished string
 
 	// Resumable is Unfinished without the requests whose lease_until plus
-	// resume_backoff is after the clock: those a Resumer may take.
+	// resume_backoff is after the clock: those Resume may take.
 	Resumable string
 
-	// Backoff notes that a Resumer failed to finish the unfinished request
+	// Backoff notes that Resume failed to finish the unfinished request
 	// {key}: resume_backoff doubles, from {backoff_base} to at most
 	// {backoff_max}, and lease_until becomes the clock, unless it is
 	// later.

@@ -1,7 +1,7 @@
 // Package driver is the seam between an idem Store and the library that
 // carries its statements to the database: database/sql, which package idem
 // serves itself, or another one, such as pgx, which package idempgx serves.
-// Every operation of a Store (Do, DoTx, Run and the Resumer, the operators'
+// Every operation of a Store (Do, DoTx, Run and Resume, the operators'
 // actions) is written once, against these interfaces, and exists on every
 // driver that implements them: a driver package implements DB for its
 // connection pool, and hands it to idem.NewEngine.

@@ -25,8 +25,8 @@ const envPostgres = "IDEM_POSTGRES_DSN"
 // that they race on pgx as they do there instead of taking turns.
 const torturePool = 36
 
-// TestConformance runs idemtest's whole contract of Do and DoTx on
-// idempgx: the Store's calls, the Funcs' statements and the transactions the
+// TestConformance runs idemtest's whole contract of Do, DoTx, Run and
+// Resume on idempgx: the Store's calls, the Funcs' statements and the transactions the
 // properties hold go through pgx's own interface, while the suite sets up
 // and inspects the same tables through pgx's database/sql driver.
 func TestConformance(t *testing.T) {
@@ -57,8 +57,8 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// pgxDriver is idempgx as an idemtest.Driver: Do, DoTx and Refusable of
-// this package, on pgx transactions of a pool.
+// pgxDriver is idempgx as an idemtest.Driver: Do, DoTx, Refusable, Run and
+// Resume of this package, on pgx transactions of a pool.
 type pgxDriver struct{ pool *pgxpool.Pool }
 
 // pgxTx is a pgx.Tx as an idemtest.Tx.
@@ -101,6 +101,22 @@ func (d pgxDriver) Refusable(fn idemtest.Func) idemtest.Func {
 		}
 		return refusable(ctx, ptx)
 	}
+}
+
+func (d pgxDriver) Phase(name string, fn func(ctx context.Context, tx idemtest.Tx) error) idem.Step {
+	return idem.Phase(name, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, pgxTx{tx: tx}) })
+}
+
+func (d pgxDriver) Final(name string, fn idemtest.Func) idem.Step {
+	return idem.Final(name, pgxFunc(fn))
+}
+
+func (d pgxDriver) Run(ctx context.Context, s *idem.Store, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
+	return idempgx.Run(ctx, s, d.pool, pgx.TxOptions{}, key, reqHash, steps...)
+}
+
+func (d pgxDriver) Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
+	return idempgx.Resume(ctx, s, d.pool, pgx.TxOptions{}, steps, options...)
 }
 
 // unwrap returns the pgx.Tx of tx, nil for a nil tx, so that idempgx sees

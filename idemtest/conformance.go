@@ -35,7 +35,7 @@ import (
 // ended the transaction, and a race of 32 goroutines; and, through Run's
 // statements, a multi-step request that claims and replays, resumes after
 // a failed step, is held by its lease and taken over once it ran out, and
-// is driven to its end by a Resumer that backs off after a failure. A
+// is driven to its end by Resume that backs off after a failure. A
 // dialect without Run statements skips those, saying so.
 //
 // The properties read what d declares in its Capabilities (see
@@ -99,7 +99,7 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"RunClaimsAndReplays", testRunClaimsAndReplays},
 		{"RunResumes", testRunResumes},
 		{"RunLease", testRunLease},
-		{"Resumer", testResumer},
+		{"Resume", testResume},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)

@@ -29,6 +29,18 @@ type Driver interface {
 	// Refusable is idem.Refusable for the Driver: fn may end with
 	// idem.Refuse, and its writes are undone.
 	Refusable(fn Func) Func
+
+	// Phase and Final are idem.Phase and idem.Final for the Driver: the
+	// step's function gets the phase's transaction as a Tx of this
+	// Driver.
+	Phase(name string, fn func(ctx context.Context, tx Tx) error) idem.Step
+	Final(name string, fn Func) idem.Step
+	// Run is Store.Run on the Driver's database, with the database's
+	// default transaction options.
+	Run(ctx context.Context, s *idem.Store, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error)
+	// Resume is Store.Resume on the Driver's database, with the
+	// database's default transaction options.
+	Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error)
 }
 
 // Tx is a transaction of a Driver: the one a property holds, or the one
@@ -105,6 +117,20 @@ func (d sqlDriver) Refusable(fn Func) Func {
 		}
 		return refusable(ctx, stx)
 	}
+}
+
+func (d sqlDriver) Phase(name string, fn func(ctx context.Context, tx Tx) error) idem.Step {
+	return idem.Phase(name, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlTx{tx}) })
+}
+
+func (d sqlDriver) Final(name string, fn Func) idem.Step { return idem.Final(name, sqlFunc(fn)) }
+
+func (d sqlDriver) Run(ctx context.Context, s *idem.Store, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
+	return s.Run(ctx, d.db, nil, key, reqHash, steps...)
+}
+
+func (d sqlDriver) Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
+	return s.Resume(ctx, d.db, nil, steps, options...)
 }
 
 // unwrapSQL returns the *sql.Tx of tx, nil for a nil tx.

@@ -2,7 +2,6 @@ package idemtest
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -11,11 +10,12 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/dbtest"
 	"github.com/idemgo/idem/internal/testhook"
 )
 
-// The properties of multi-step requests (Store.Run and the Resumer), which
-// exercise the dialect's RunStatements. They run on database/sql.
+// The properties of multi-step requests (Store.Run and Resume), which
+// exercise the dialect's RunStatements, through the suite's Driver.
 
 // skipWithoutRun skips a property of multi-step requests for a dialect
 // that has no statements for them, after checking that Run answers
@@ -26,7 +26,7 @@ func skipWithoutRun(t *testing.T, s *suite) {
 		return
 	}
 	e := s.env(t)
-	_, err := e.store.Run(context.Background(), e.db, nil, "k", hashA, idem.Final("f", e.x.Effect("k", created)))
+	_, err := s.drv.Run(context.Background(), e.store, "k", hashA, s.drv.Final("f", e.effect("k", created)))
 	if !errors.Is(err, idem.ErrNoSteps) {
 		t.Fatalf("Run with a dialect without Run statements: %v, want ErrNoSteps", err)
 	}
@@ -47,10 +47,12 @@ type request struct {
 }
 
 func (r *request) steps() []idem.Step {
+	drv, insert := r.e.drv, r.e.x.Effects.InsertSQL()
 	return []idem.Step{
-		idem.Phase("reserve", func(ctx context.Context, tx *sql.Tx) error {
+		drv.Phase("reserve", func(ctx context.Context, tx Tx) error {
 			r.phases.Add(1)
-			return r.e.x.Effects.Insert(ctx, tx, r.key, "reserve")
+			_, err := tx.Exec(ctx, insert, dbtest.EffectKey(r.key), "reserve")
+			return err
 		}),
 		idem.Call("charge", func(ctx context.Context, callKey string) error {
 			r.calls.Add(1)
@@ -59,9 +61,9 @@ func (r *request) steps() []idem.Step {
 			}
 			return nil
 		}),
-		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		drv.Final("confirm", func(ctx context.Context, tx Tx) (idem.Response, error) {
 			r.finals.Add(1)
-			if err := r.e.x.Effects.Insert(ctx, tx, r.key, "confirm"); err != nil {
+			if _, err := tx.Exec(ctx, insert, dbtest.EffectKey(r.key), "confirm"); err != nil {
 				return idem.Response{}, err
 			}
 			return created, nil
@@ -69,9 +71,9 @@ func (r *request) steps() []idem.Step {
 	}
 }
 
-// run runs the request through store with hash.
+// run runs the request through store with hash, on the suite's Driver.
 func (r *request) run(store *idem.Store, hash []byte) (idem.Result, error) {
-	return store.Run(context.Background(), r.e.db, nil, r.key, hash, r.steps()...)
+	return r.e.drv.Run(context.Background(), store, r.key, hash, r.steps()...)
 }
 
 // ran fails the test unless the steps ran as often as said.
@@ -131,7 +133,7 @@ func testRunResumes(t *testing.T, s *suite) {
 	}
 }
 
-func testResumer(t *testing.T, s *suite) {
+func testResume(t *testing.T, s *suite) {
 	skipWithoutRun(t, s)
 	e := s.env(t)
 	fail := true
@@ -144,7 +146,7 @@ func testResumer(t *testing.T, s *suite) {
 	if _, err := r.run(e.store, hashA); err == nil {
 		t.Fatal("Run with a failing call succeeded")
 	}
-	// The Resumer's Store runs an hour ahead, so that the request is old
+	// Resume's Store runs an hour ahead, so that the request is old
 	// enough for it.
 	ahead := idem.WithClock(func() time.Time { return time.Now().Add(time.Hour) })
 	store, err := idem.New(s.d, idem.WithTable(e.table), ahead)
@@ -152,12 +154,12 @@ func testResumer(t *testing.T, s *suite) {
 		t.Fatal(err)
 	}
 	steps := func(context.Context, string) ([]idem.Step, error) { return r.steps(), nil }
-	rep, err := store.Resume(context.Background(), e.db, nil, steps)
+	rep, err := s.drv.Resume(context.Background(), store, steps)
 	if err == nil || rep.Failed != 1 {
 		t.Fatalf("Resume with the call failing: %+v, %v, want one failure", rep, err)
 	}
 	// The failure backs the request off: the next Resume leaves it alone.
-	if rep, err := store.Resume(context.Background(), e.db, nil, steps); err != nil || rep != (idem.ResumeReport{}) {
+	if rep, err := s.drv.Resume(context.Background(), store, steps); err != nil || rep != (idem.ResumeReport{}) {
 		t.Fatalf("Resume during the back-off: %+v, %v, want nothing done", rep, err)
 	}
 	list, err := e.store.Unfinished(context.Background(), e.db, 0, 10)
@@ -170,7 +172,7 @@ func testResumer(t *testing.T, s *suite) {
 		t.Fatal(err)
 	}
 	fail = false
-	rep, err = later.Resume(context.Background(), e.db, nil, steps)
+	rep, err = s.drv.Resume(context.Background(), later, steps)
 	if err != nil || rep.Finished != 1 {
 		t.Fatalf("Resume after the back-off: %+v, %v, want one finished", rep, err)
 	}

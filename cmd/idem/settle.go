@@ -43,7 +43,7 @@ idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
 key as the client sent it, as for idem inspect.
 
 A multi-step request (idem unfinished lists them) that its runner left for
-good, and that the Resumer cannot finish, is settled the same way, with the
+good, and that Resume cannot finish, is settled the same way, with the
 response its client should get: what its committed phases did stays as it
 is. From then on it is kept for the retention window, as a finished request
 is, and then purged: give the service's retention with -retention (24h

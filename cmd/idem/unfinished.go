@@ -16,10 +16,10 @@ const unfinishedHelp = `Usage: idem unfinished [flags]
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
 committed (its recovery point; "-" when none has committed yet), when it
-began, its lease, and when the service's Resumer takes it. A request whose
+began, its lease, and when the service's Resume takes it. A request whose
 lease is held has a runner at work; a request whose lease has run out waits
-for its client's retry or for the Resumer, which resumes it after its
-recovery point. After the Resumer failed to finish a request, it backs off:
+for its client's retry or for Resume, which resumes it after its
+recovery point. After Resume failed to finish a request, it backs off:
 10 seconds, then twice as long after each failure, up to 15 minutes. Leases
 and back-offs are by the database's clock.
 

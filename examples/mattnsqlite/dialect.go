@@ -3,7 +3,7 @@
 // an example of a dialect outside package idem, and implements all of the
 // contract: Do's statements, whose claim inserts with ON CONFLICT DO
 // NOTHING and leaves expired records to a separate takeover statement; the
-// statements of multi-step requests (Store.Run and the Resumer); the
+// statements of multi-step requests (Store.Run and Resume); the
 // upgrades of tables that its first version made; and the meaning of
 // SQLite's errors as this driver reports them.
 //

@@ -103,7 +103,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 
 // Observe records one call. It is the observer for idem.WithObserver; it
 // leaves out the Events that are not calls (takeovers, lost leases, and
-// the Resumer's work on multi-step requests).
+// Resume's work on multi-step requests).
 func (m *Metrics) Observe(_ context.Context, e idem.Event) {
 	if e.Kind != idem.EventCall {
 		return
