@@ -13,9 +13,8 @@ import (
 	"github.com/idemgo/idem/driver"
 )
 
-// DoTx attempts bound the retries of DoTx, and its pauses between attempts
-// grow from retryBase up to retryMax, with full jitter, so that the
-// transactions that conflicted do not meet again.
+// Attempts bound the retries of a transaction that conflicted (see
+// retrying).
 const (
 	maxAttempts = 5
 	retryBase   = 5 * time.Millisecond
@@ -85,28 +84,16 @@ func (s *Store) runTx(ctx context.Context, key string, reqHash []byte,
 		}
 	}
 	var (
-		res      Result
-		err      error
 		wait     time.Duration
 		attempts int
 		late     []int64 // tokens of attempts whose commit may yet land
 	)
-	for attempts < maxAttempts {
-		if attempts > 0 {
-			pause := min(retryBase<<attempts, retryMax)
-			if serr := sleep(ctx, rand.N(pause)+time.Millisecond); serr != nil {
-				err = errors.Join(serr, err)
-				break
-			}
-		}
+	res, err := retrying(ctx, func(context.Context) (Result, error) {
 		attempts++
-		var w time.Duration
-		res, w, err = attempt(&late)
+		res, w, err := attempt(&late)
 		wait += w
-		if !errors.Is(err, ErrRetry) {
-			break
-		}
-	}
+		return res, err
+	})
 	if err != nil {
 		res = Result{}
 	}
@@ -269,4 +256,21 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 		return res, wait, err
 	}
 	return Result{}, wait, s.afterFn("complete", err)
+}
+
+// retrying runs f, one transaction, again while it fails with ErrRetry, up
+// to maxAttempts times, with pauses that grow from retryBase up to retryMax,
+// with full jitter, so that the transactions that conflicted do not meet
+// again. It serves DoTx's attempts and each transaction of Run.
+func retrying[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		t, err := f(ctx)
+		if !errors.Is(err, ErrRetry) || attempt == maxAttempts {
+			return t, err
+		}
+		pause := min(retryBase<<attempt, retryMax)
+		if serr := sleep(ctx, rand.N(pause)+time.Millisecond); serr != nil {
+			return t, errors.Join(serr, err)
+		}
+	}
 }

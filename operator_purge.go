@@ -74,11 +74,7 @@ func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error)
 
 // purgeStatement runs a dialect's one-statement Purge.
 func (s *Store) purgeStatement(ctx context.Context, db *sql.DB, v *values) (int64, error) {
-	r, err := db.ExecContext(ctx, s.purge.query, s.purge.args(v)...)
-	if err != nil {
-		return 0, fmt.Errorf("idem: purge: %w", err)
-	}
-	n, err := r.RowsAffected()
+	n, err := s.exec(ctx, sqlDB{db: db}, s.purge, v)
 	if err != nil {
 		return 0, fmt.Errorf("idem: purge: %w", err)
 	}
@@ -137,11 +133,7 @@ func (s *Store) purgeKeys(ctx context.Context, tx *sql.Tx, v *values, full state
 				return deleted, found, err
 			}
 		}
-		r, err := tx.ExecContext(ctx, del.query, del.args(v)...)
-		if err != nil {
-			return deleted, found, s.purgeError(err)
-		}
-		n, err := r.RowsAffected()
+		n, err := s.exec(ctx, sqlTx{tx}, del, v)
 		if err != nil {
 			return deleted, found, s.purgeError(err)
 		}

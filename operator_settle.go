@@ -144,12 +144,12 @@ func (s *Store) changeUnfinished(ctx context.Context, db *sql.DB, key, op string
 
 // execOneRow runs st with v in tx and wants it to affect one row.
 func (s *Store) execOneRow(ctx context.Context, tx *sql.Tx, op string, st statement, v *values) error {
-	r, err := tx.ExecContext(ctx, st.query, st.args(v)...)
+	n, err := s.exec(ctx, sqlTx{tx}, st, v)
 	if err != nil {
 		return fmt.Errorf("idem: %s: %w", op, err)
 	}
-	if n, err := r.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("idem: %s: %d rows changed, want 1 (%v)", op, n, err)
+	if n != 1 {
+		return fmt.Errorf("idem: %s: %d rows changed, want 1", op, n)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"time"
@@ -347,21 +346,6 @@ func (r *stepRun[TX]) renew(ctx context.Context, step string, done <-chan struct
 		}
 		cancel(lost)
 		return lost
-	}
-}
-
-// retrying runs f, one transaction of a request, again while it fails with
-// ErrRetry, as DoTx runs its attempts.
-func retrying[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	for attempt := 1; ; attempt++ {
-		t, err := f(ctx)
-		if !errors.Is(err, ErrRetry) || attempt == maxAttempts {
-			return t, err
-		}
-		pause := min(retryBase<<attempt, retryMax)
-		if serr := sleep(ctx, rand.N(pause)+time.Millisecond); serr != nil {
-			return t, errors.Join(serr, err)
-		}
 	}
 }
 
