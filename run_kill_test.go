@@ -224,7 +224,7 @@ func runCheckout(e *env, pool *pgxpool.Pool, url, key string, die func(string)) 
 	if pool == nil {
 		return e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, url, key, die)...)
 	}
-	return idempgx.Run(context.Background(), e.Store, pool, pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, e.Effects, url, key, die)...)
+	return idempgx.New(e.Store).Run(context.Background(), pool, pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, e.Effects, url, key, die)...)
 }
 
 // newPool returns a pgx pool of dsn, closed at the end of the test.
@@ -285,7 +285,7 @@ func testRunSurvivesKills(t *testing.T, tg target, via string) {
 				steps := func(_ context.Context, key string) ([]idem.Step, error) {
 					return checkoutOn(pgxOps, e.Effects, p.srv.URL, key, func(string) {}), nil
 				}
-				_, err = idempgx.Resume(context.Background(), e.Store, pool, pgx.TxOptions{}, steps, idem.ResumeOlderThan(time.Minute))
+				_, err = idempgx.New(e.Store).Resume(context.Background(), pool, pgx.TxOptions{}, steps, idem.ResumeOlderThan(time.Minute))
 			} else {
 				steps := func(_ context.Context, key string) ([]idem.Step, error) {
 					return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
@@ -399,7 +399,7 @@ func TestRunChild(t *testing.T) {
 	}
 	url := os.Getenv("IDEM_RUN_PROVIDER")
 	if os.Getenv("IDEM_RUN_VIA") == viaPgxPool {
-		_, err = idempgx.Run(context.Background(), store, newPool(t, os.Getenv("IDEM_RUN_DSN")), pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, fx, url, key, die)...)
+		_, err = idempgx.New(store).Run(context.Background(), newPool(t, os.Getenv("IDEM_RUN_DSN")), pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, fx, url, key, die)...)
 	} else {
 		_, err = store.Run(context.Background(), db, nil, key, hashA, checkout(fx, url, key, die)...)
 	}

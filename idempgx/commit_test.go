@@ -21,7 +21,7 @@ func TestCompletionWithoutRowCommitsNothing(t *testing.T) {
 	e := setup(t, 2, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	runs := 0
-	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,
+	res, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, "k", hashA,
 		func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 			runs++
 			if _, err := tx.Exec(ctx, "DELETE FROM "+e.Table); err != nil {
@@ -36,11 +36,11 @@ func TestCompletionWithoutRowCommitsNothing(t *testing.T) {
 	if n := e.EffectCount(t, "k"); n != 0 {
 		t.Errorf("%d effects committed, want none", n)
 	}
-	if _, err := idempgx.Lookup(ctx, e.Store, e.pool, "k"); !errors.Is(err, idem.ErrNotFound) {
+	if _, err := idempgx.New(e.Store).Lookup(ctx, e.pool, "k"); !errors.Is(err, idem.ErrNotFound) {
 		t.Errorf("Lookup = %v, want idem.ErrNotFound", err)
 	}
 	// The connections went back to the pool in a usable state.
-	res, err = idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA, e.effect("k", created))
+	res, err = idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, "k", hashA, e.effect("k", created))
 	if err != nil || res.Outcome != idem.Claimed {
 		t.Fatalf("DoTx afterwards = %v, %v; want Claimed", res.Outcome, err)
 	}
@@ -59,7 +59,7 @@ func TestFuncThatEndsTx(t *testing.T) {
 		{"rollback", pgx.Tx.Rollback},
 	} {
 		key := end.name
-		_, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, key, hashA,
+		_, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, key, hashA,
 			func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 				if _, err := e.effect(key, created)(ctx, tx); err != nil {
 					return idem.Response{}, err
@@ -79,7 +79,7 @@ func TestTxRefusedAfterDoTx(t *testing.T) {
 	e := setup(t, 1, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	var kept pgx.Tx
-	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,
+	res, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, "k", hashA,
 		func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 			kept = tx
 			return e.effect("k", created)(ctx, tx)

@@ -81,7 +81,7 @@ func (d pgxDriver) Do(ctx context.Context, s *idem.Store, tx idemtest.Tx, key st
 	if err != nil {
 		return idem.Result{}, err
 	}
-	return idempgx.Do(ctx, s, ptx, key, reqHash, pgxFunc(fn))
+	return idempgx.New(s).Do(ctx, ptx, key, reqHash, pgxFunc(fn))
 }
 
 func (d pgxDriver) DoTx(ctx context.Context, s *idem.Store, opts *sql.TxOptions, key string, reqHash []byte, fn idemtest.Func) (idem.Result, error) {
@@ -89,7 +89,7 @@ func (d pgxDriver) DoTx(ctx context.Context, s *idem.Store, opts *sql.TxOptions,
 	if err != nil {
 		return idem.Result{}, err
 	}
-	return idempgx.DoTx(ctx, s, d.pool, o, key, reqHash, pgxFunc(fn))
+	return idempgx.New(s).DoTx(ctx, d.pool, o, key, reqHash, pgxFunc(fn))
 }
 
 func (d pgxDriver) Refusable(fn idemtest.Func) idemtest.Func {
@@ -112,11 +112,11 @@ func (d pgxDriver) Final(name string, fn idemtest.Func) idem.Step {
 }
 
 func (d pgxDriver) Run(ctx context.Context, s *idem.Store, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
-	return idempgx.Run(ctx, s, d.pool, pgx.TxOptions{}, key, reqHash, steps...)
+	return idempgx.New(s).Run(ctx, d.pool, pgx.TxOptions{}, key, reqHash, steps...)
 }
 
 func (d pgxDriver) Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
-	return idempgx.Resume(ctx, s, d.pool, pgx.TxOptions{}, steps, options...)
+	return idempgx.New(s).Resume(ctx, d.pool, pgx.TxOptions{}, steps, options...)
 }
 
 // unwrap returns the pgx.Tx of tx, nil for a nil tx, so that idempgx sees

@@ -97,7 +97,7 @@ func TestContention(t *testing.T) {
 		if len(committed) != 1 {
 			t.Errorf("%s: %d effects %v, want 1", key, len(committed), committed)
 		}
-		res, err := idempgx.Lookup(ctx, e.Store, e.pool, key)
+		res, err := idempgx.New(e.Store).Lookup(ctx, e.pool, key)
 		switch {
 		case err != nil || res.Outcome != idem.Replay:
 			t.Errorf("%s: Lookup = %v, %v; want a finished record", key, res.Outcome, err)
@@ -170,14 +170,14 @@ func (c *pgxContention) send(key string, hash []byte) (idem.Result, error) {
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.Serializable}
 	if rand.N(2) == 0 {
-		return idempgx.DoTx(ctx, c.e.Store, c.e.pool, opts, key, hash, c.handler(key))
+		return idempgx.New(c.e.Store).DoTx(ctx, c.e.pool, opts, key, hash, c.handler(key))
 	}
 	tx, err := c.e.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return idem.Result{}, err
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	res, err := idempgx.Do(ctx, c.e.Store, tx, key, hash, c.handler(key))
+	res, err := idempgx.New(c.e.Store).Do(ctx, tx, key, hash, c.handler(key))
 	if err == nil && res.Outcome == idem.Claimed {
 		err = tx.Commit(ctx)
 	}

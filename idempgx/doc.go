@@ -1,11 +1,13 @@
 // Package idempgx runs idem's Stores on pgx's own interface: a service that
 // uses pgxpool.Pool and pgx.Tx, and never opens a *sql.DB, claims its keys
-// with the same outcomes, table and contract as idem.Store.Do and DoTx.
+// with the same outcomes, table and contract as idem.Store's Do, DoTx and
+// Run.
 //
-// Make the Store with idem.New(idem.Postgres()), or any dialect whose SQL is
-// PostgreSQL's; its options (table, retention, lock timeout, observers,
-// lookup-first) apply as they do on database/sql, and both paths can share
-// one table. Do claims a key in the caller's pgx.Tx. DoTx begins the
+// Make the idem.Store with idem.New(idem.Postgres()), or any dialect whose
+// SQL is PostgreSQL's, and New of this package makes it a Store on pgx; its
+// options (table, retention, lock timeout, observers, lookup-first) apply as
+// they do on database/sql, and both paths can share one table. Do claims a
+// key in the caller's pgx.Tx. DoTx begins the
 // transaction itself, on a pool, and sends the claim in the round trip of
 // its BEGIN and the completion in the round trip of its COMMIT: a new key
 // whose Func sends one statement costs three round trips in all. A retry
@@ -16,7 +18,7 @@
 // when it finds the claim gone, so that no effect commits without its
 // record.
 //
-// The package is a module of its own, so that the pgx dependency stays out
-// of the builds of idem's other users; require the same version of
-// github.com/idemgo/idem and of this module.
+// The package is part of idem's module, so it is always the version of the
+// Store; the builds of idem's other users link no pgx, since they do not
+// import it.
 package idempgx

@@ -17,7 +17,7 @@ import (
 
 // A payment runs at most once per idempotency key: the key's record and the
 // payment commit together, in the transaction DoTx begins on the pool.
-func ExampleDoTx() {
+func ExampleStore_DoTx() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -28,12 +28,13 @@ func ExampleDoTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := idempgx.Migrate(ctx, store, pool); err != nil {
+	pg := idempgx.New(store)
+	if err := pg.Migrate(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
 
 	body := []byte(`{"to":"acct-9","cents":1200}`)
-	res, err := idempgx.DoTx(ctx, store, pool, pgx.TxOptions{}, "pay-2f1c", idem.Fingerprint([]byte("POST /payments"), body),
+	res, err := pg.DoTx(ctx, pool, pgx.TxOptions{}, "pay-2f1c", idem.Fingerprint([]byte("POST /payments"), body),
 		func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 			var id int64
 			err := tx.QueryRow(ctx, "INSERT INTO payments (to_account, cents) VALUES ($1, $2) RETURNING id", "acct-9", 1200).Scan(&id)

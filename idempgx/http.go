@@ -20,8 +20,9 @@ func NewMiddleware(store *idem.Store, db *pgxpool.Pool, txOpts pgx.TxOptions, op
 	if db == nil {
 		return nil, errors.New("idempgx: nil pool")
 	}
+	pg := New(store)
 	return idemhttp.NewWithRunner(store, func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
-		return DoTx(ctx, store, db, txOpts, key, reqHash, func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+		return pg.DoTx(ctx, db, txOpts, key, reqHash, func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 			return serve(WithTx(ctx, tx))
 		})
 	}, opts...)

@@ -22,13 +22,22 @@ import (
 // the Func runs.
 type Func func(ctx context.Context, tx pgx.Tx) (idem.Response, error)
 
+// Store is an idem.Store on pgx's own interface: the Store's methods, with
+// pgx's transactions and pools in place of database/sql's. Make one with
+// New; it is safe for concurrent use, as the idem.Store is.
+type Store struct{ e idem.Engine[pgx.Tx] }
+
+// New returns s on pgx. Its methods answer idem.ErrInvalidArgument when s
+// is nil or was not made by idem.New.
+func New(s *idem.Store) *Store { return &Store{e: idem.EngineOf[pgx.Tx](s)} }
+
 // Do is idem.Store.Do in the caller's pgx transaction tx: it runs fn at
 // most once for key, in tx, and answers what happened. On Claimed, commit
 // tx to keep the effect and the record of the key together; on any other
 // outcome or an error, Do wrote nothing. The claim and the completion are
 // separate statements here; DoTx, which owns its transaction, saves round
 // trips by sending them with BEGIN and COMMIT.
-func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byte, fn Func) (idem.Result, error) {
+func (s *Store) Do(ctx context.Context, tx pgx.Tx, key string, reqHash []byte, fn Func) (idem.Result, error) {
 	if tx == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil transaction", idem.ErrInvalidArgument)
 	}
@@ -36,7 +45,7 @@ func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byt
 	if fn != nil {
 		run = func(ctx context.Context) (idem.Response, error) { return fn(ctx, tx) }
 	}
-	return idem.EngineOf[pgx.Tx](s).Do(ctx, callerTx{tx}, key, reqHash, run)
+	return s.e.Do(ctx, callerTx{tx}, key, reqHash, run)
 }
 
 // DoTx is idem.Store.DoTx on a pgx pool: it begins a transaction on a
@@ -54,29 +63,29 @@ func Do(ctx context.Context, s *idem.Store, tx pgx.Tx, key string, reqHash []byt
 // that come often are answered by one read before it. pgx prepares each
 // statement the first time a connection sends it, which costs that
 // connection one more round trip once.
-func DoTx(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, fn Func) (idem.Result, error) {
+func (s *Store) DoTx(ctx context.Context, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, fn Func) (idem.Result, error) {
 	if db == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return idem.EngineOf[pgx.Tx](s).DoTx(ctx, poolDB{pool: db, opts: opts}, key, reqHash, fn)
+	return s.e.DoTx(ctx, poolDB{pool: db, opts: opts}, key, reqHash, fn)
 }
 
 // Lookup is idem.Store.Lookup on a pgx pool: the live record of key as a
 // Result, or idem.ErrNotFound.
-func Lookup(ctx context.Context, s *idem.Store, db *pgxpool.Pool, key string) (idem.Result, error) {
+func (s *Store) Lookup(ctx context.Context, db *pgxpool.Pool, key string) (idem.Result, error) {
 	if db == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return idem.EngineOf[pgx.Tx](s).Lookup(ctx, poolDB{pool: db}, key)
+	return s.e.Lookup(ctx, poolDB{pool: db}, key)
 }
 
 // Migrate is idem.Store.Migrate on a pgx pool: it creates the Store's table
 // and index if they are missing and brings an older table up to date.
-func Migrate(ctx context.Context, s *idem.Store, db *pgxpool.Pool) error {
+func (s *Store) Migrate(ctx context.Context, db *pgxpool.Pool) error {
 	if db == nil {
 		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return idem.EngineOf[pgx.Tx](s).Migrate(ctx, poolDB{pool: db})
+	return s.e.Migrate(ctx, poolDB{pool: db})
 }
 
 // Refusable is idem.Refusable for a pgx Func: when fn returns
@@ -114,27 +123,27 @@ func Refusable(fn Func) Func {
 //
 // which is guarded as a Func's is: it refuses every call once the phase has
 // ended. Each phase's last statement goes in the round trip of its COMMIT.
-func Run(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
+func (s *Store) Run(ctx context.Context, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
 	if db == nil {
 		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return idem.EngineOf[pgx.Tx](s).Run(ctx, poolDB{pool: db, opts: opts}, key, reqHash, steps...)
+	return s.e.Run(ctx, poolDB{pool: db, opts: opts}, key, reqHash, steps...)
 }
 
 // Resume is idem.Store.Resume on a pgx pool: it drives to an end the
 // multi-step requests that their clients left unfinished, with the steps
 // that steps gives, in transactions begun with opts.
-func Resume(ctx context.Context, s *idem.Store, db *pgxpool.Pool, opts pgx.TxOptions, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
+func (s *Store) Resume(ctx context.Context, db *pgxpool.Pool, opts pgx.TxOptions, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
 	if db == nil {
 		return idem.ResumeReport{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return idem.EngineOf[pgx.Tx](s).Resume(ctx, poolDB{pool: db, opts: opts}, steps, options...)
+	return s.e.Resume(ctx, poolDB{pool: db, opts: opts}, steps, options...)
 }
 
 // Unfinished is idem.Store.Unfinished on a pgx pool.
-func Unfinished(ctx context.Context, s *idem.Store, db *pgxpool.Pool, olderThan time.Duration, limit int) ([]idem.Unfinished, error) {
+func (s *Store) Unfinished(ctx context.Context, db *pgxpool.Pool, olderThan time.Duration, limit int) ([]idem.Unfinished, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
 	}
-	return idem.EngineOf[pgx.Tx](s).Unfinished(ctx, poolDB{pool: db}, olderThan, limit)
+	return s.e.Unfinished(ctx, poolDB{pool: db}, olderThan, limit)
 }

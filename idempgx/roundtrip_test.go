@@ -60,7 +60,7 @@ func countRoundTrips(t *testing.T, e *env, cases []tripCase) {
 	ctx := context.Background()
 	doTx := func(key string, hash []byte, fn idempgx.Func) idem.Result {
 		t.Helper()
-		res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, key, hash, fn)
+		res, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, key, hash, fn)
 		if err != nil {
 			t.Fatalf("DoTx %s: %v", key, err)
 		}

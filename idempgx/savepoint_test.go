@@ -129,7 +129,7 @@ func TestSavepointsRefusedAfterDoTx(t *testing.T) {
 			t.Run(end.name+"/"+c.name, func(t *testing.T) {
 				key := end.name + "/" + c.name
 				var kept []pgx.Tx // of every attempt that DoTx made
-				res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, key, hashA,
+				res, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, key, hashA,
 					func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 						txs, err := keepSavepoints(ctx, tx)
 						if err != nil {
@@ -171,7 +171,7 @@ func TestSavepointsWhileDoTxRuns(t *testing.T) {
 		_, err := e.effect(key, created)(ctx, tx)
 		return err
 	}
-	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "k", hashA,
+	res, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, "k", hashA,
 		func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 			// Each savepoint begins after a write in the one it is in;
 			// savepoints mark a point in time, and a rollback undoes
@@ -243,7 +243,7 @@ func TestRefusableInDoTx(t *testing.T) {
 	e := setup(t, 1, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
 	declined := idem.Response{Status: http.StatusPaymentRequired, Body: []byte(`{"error":"declined"}`)}
-	res, err := idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "refused", hashA,
+	res, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, "refused", hashA,
 		idempgx.Refusable(func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 			if _, err := e.effect("refused", created)(ctx, tx); err != nil {
 				return idem.Response{}, err
@@ -256,12 +256,12 @@ func TestRefusableInDoTx(t *testing.T) {
 	if n := e.EffectCount(t, "refused"); n != 0 {
 		t.Errorf("%d effects of a refused request, want none", n)
 	}
-	res, err = idempgx.Lookup(ctx, e.Store, e.pool, "refused")
+	res, err = idempgx.New(e.Store).Lookup(ctx, e.pool, "refused")
 	if err != nil || res.Response.Status != declined.Status || string(res.Response.Body) != string(declined.Body) {
 		t.Errorf("Lookup = %d %q, %v; want the refusal stored", res.Response.Status, res.Response.Body, err)
 	}
 
-	res, err = idempgx.DoTx(ctx, e.Store, e.pool, pgx.TxOptions{}, "done", hashA, idempgx.Refusable(e.effect("done", created)))
+	res, err = idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, "done", hashA, idempgx.Refusable(e.effect("done", created)))
 	if err != nil || res.Outcome != idem.Claimed || res.Response.Status != created.Status {
 		t.Fatalf("DoTx = %v, %d, %v; want Claimed with %d", res.Outcome, res.Response.Status, err, created.Status)
 	}

@@ -187,7 +187,7 @@ func (b *bench) pgxEffect(ctx context.Context, tx pgx.Tx, key []byte, n int) err
 // pgxDoTx runs one request through idempgx.DoTx on s, with an effect of n
 // INSERTs, and expects want.
 func (b *bench) pgxDoTx(ctx context.Context, s *idem.Store, key string, n int, want idem.Outcome) error {
-	res, err := idempgx.DoTx(ctx, s, b.pool, pgx.TxOptions{}, key, reqHash[:], func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+	res, err := idempgx.New(s).DoTx(ctx, b.pool, pgx.TxOptions{}, key, reqHash[:], func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 		if want != idem.Claimed {
 			return idem.Response{}, errors.New("the work ran on a replay")
 		}
