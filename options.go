@@ -111,9 +111,9 @@ func WithRetention(d time.Duration) Option {
 }
 
 // WithLockTimeout sets how long a claim waits for another transaction that
-// holds the same key, uncommitted, before Do answers InFlight. If the other
-// transaction commits within the wait, Do replays its response; if it rolls
-// back, Do claims the key.
+// holds the same key, uncommitted, before Do (or DoTx, or Run) answers
+// InFlight. If the other transaction commits within the wait, the call
+// replays its response; if it rolls back, the call claims the key.
 //
 // The default, DefaultLockTimeout, is one second: most requests finish
 // within it, so a client that retries too early still gets the original
