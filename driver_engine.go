@@ -110,3 +110,35 @@ func (e Engine[TX]) Unfinished(ctx context.Context, db driver.DB[TX], olderThan 
 	}
 	return e.s.unfinished(ctx, db, olderThan, limit, false)
 }
+
+// Settle is Store.Settle on db.
+func (e Engine[TX]) Settle(ctx context.Context, db driver.DB[TX], key string, resp Response) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return settle(ctx, e.s, db, key, resp)
+}
+
+// ReleaseWithoutEffect is Store.ReleaseWithoutEffect on db.
+func (e Engine[TX]) ReleaseWithoutEffect(ctx context.Context, db driver.DB[TX], key string) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return deleteUnfinished(ctx, e.s, db, key, false)
+}
+
+// ReleaseUndone is Store.ReleaseUndone on db.
+func (e Engine[TX]) ReleaseUndone(ctx context.Context, db driver.DB[TX], key string) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return deleteUnfinished(ctx, e.s, db, key, true)
+}
+
+// Purge is Store.Purge on db.
+func (e Engine[TX]) Purge(ctx context.Context, db driver.DB[TX], batch int) (int64, error) {
+	if db == nil {
+		return 0, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return purge(ctx, e.s, db, batch)
+}

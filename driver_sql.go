@@ -95,6 +95,8 @@ func (o *sqlOwned) CommitAfter(ctx context.Context, q driver.Query) error {
 	return nil
 }
 
+func (o *sqlOwned) Commit(context.Context) error { return o.tx.Commit() }
+
 func (o *sqlOwned) Rollback(context.Context) error {
 	if err := o.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return err

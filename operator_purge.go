@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 )
 
 // Purge deletes expired records, batch at a time, so that it never holds
@@ -28,11 +29,16 @@ import (
 // at a time while requests are being served. docs/operations.md suggests a
 // schedule.
 func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error) {
-	if err := s.check(); err != nil {
-		return 0, err
-	}
 	if db == nil {
 		return 0, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return purge(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), batch)
+}
+
+// purge is Purge on any driver's database.
+func purge[TX any](ctx context.Context, s *Store, db driver.DB[TX], batch int) (int64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
 	}
 	if batch <= 0 {
 		return 0, fmt.Errorf("%w: purge batch must be positive, got %d", ErrInvalidArgument, batch)
@@ -60,7 +66,7 @@ func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error)
 			n, err = s.purgeStatement(ctx, db, v)
 			found = n
 		} else {
-			n, found, err = s.purgeBatch(ctx, db, v, full)
+			n, found, err = purgeBatch(ctx, s, db, v, full)
 		}
 		total += n
 		if err != nil {
@@ -73,8 +79,8 @@ func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error)
 }
 
 // purgeStatement runs a dialect's one-statement Purge.
-func (s *Store) purgeStatement(ctx context.Context, db *sql.DB, v *values) (int64, error) {
-	n, err := s.exec(ctx, sqlDB{db: db}, s.purge, v)
+func (s *Store) purgeStatement(ctx context.Context, db driver.Tx, v *values) (int64, error) {
+	n, err := s.exec(ctx, db, s.purge, v)
 	if err != nil {
 		return 0, fmt.Errorf("idem: purge: %w", err)
 	}
@@ -84,21 +90,17 @@ func (s *Store) purgeStatement(ctx context.Context, db *sql.DB, v *values) (int6
 // purgeBatch runs one batch of PurgeSelect and PurgeDelete in a transaction,
 // and returns how many records it deleted and how many PurgeSelect found. full
 // is PurgeDelete bound for a whole batch, the common case.
-func (s *Store) purgeBatch(ctx context.Context, db *sql.DB, v *values, full statement) (deleted, found int64, err error) {
-	tx, err := db.BeginTx(ctx, nil)
+func purgeBatch[TX any](ctx context.Context, s *Store, db driver.DB[TX], v *values, full statement) (deleted, found int64, err error) {
+	tx, _, err := db.Begin(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("idem: purge: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback() // the batch's error is the one to report
-		}
-	}()
 	deleted, found, err = s.purgeKeys(ctx, tx, v, full)
 	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx)) // the batch's error is the one to report
 		return 0, found, err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return 0, found, s.purgeError(err)
 	}
 	return deleted, found, nil
@@ -106,20 +108,16 @@ func (s *Store) purgeBatch(ctx context.Context, db *sql.DB, v *values, full stat
 
 // purgeKeys reads the keys of one batch with PurgeSelect and deletes them
 // with PurgeDelete, in tx.
-func (s *Store) purgeKeys(ctx context.Context, tx *sql.Tx, v *values, full statement) (deleted, found int64, err error) {
-	rows, err := tx.QueryContext(ctx, s.purgeSelect.query, s.purgeSelect.args(v)...)
-	if err != nil {
-		return 0, 0, s.purgeError(err)
-	}
-	for rows.Next() {
+func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, full statement) (deleted, found int64, err error) {
+	err = tx.Query(ctx, s.purgeSelect.query, s.purgeSelect.args(v), func(scan func(dest ...any) error) error {
 		var k []byte
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return 0, 0, s.purgeError(err)
+		if err := scan(&k); err != nil {
+			return err
 		}
 		v.keys = append(v.keys, k)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return 0, 0, s.purgeError(err)
 	}
 	found = int64(len(v.keys))
@@ -133,7 +131,7 @@ func (s *Store) purgeKeys(ctx context.Context, tx *sql.Tx, v *values, full state
 				return deleted, found, err
 			}
 		}
-		n, err := s.exec(ctx, sqlTx{tx}, del, v)
+		n, err := s.exec(ctx, tx, del, v)
 		if err != nil {
 			return deleted, found, s.purgeError(err)
 		}

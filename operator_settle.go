@@ -3,10 +3,12 @@ package idem
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 )
 
 // Settle stores resp as the response of key's unfinished record, so that
@@ -25,18 +27,26 @@ import (
 // A settled multi-step request is kept for the retention window from the
 // moment it is settled, as one that Run finishes is.
 func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Response) error {
-	return s.changeUnfinished(ctx, db, key, "settle", func(tx *sql.Tx, v *values, p *progress) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return settle(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key, resp)
+}
+
+// settle is Settle on any driver's database.
+func settle[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, resp Response) error {
+	return changeUnfinished(ctx, s, db, key, "settle", func(v *values, p *progress) (statement, error) {
 		if err := s.prepareResponse(v, resp); err != nil {
-			return err
+			return statement{}, err
 		}
 		if p == nil {
-			return s.execOneRow(ctx, tx, "settle", s.complete, v)
+			return s.complete, nil
 		}
 		// The record of an unfinished multi-step request never expires;
 		// finish sets the expiry that newValues gave v, the retention
 		// from now, and keeps the recovery point.
 		v.phase = p.phase
-		return s.execOneRow(ctx, tx, "settle", s.steps.finish, v)
+		return s.steps.finish, nil
 	})
 }
 
@@ -50,7 +60,10 @@ func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Respons
 // request that has committed a phase (ErrPhasesCommitted), whose effects
 // exist: see ReleaseUndone.
 func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string) error {
-	return s.deleteUnfinished(ctx, db, key, false)
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return deleteUnfinished(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key, false)
 }
 
 // ReleaseUndone is ReleaseWithoutEffect for a multi-step request that has
@@ -61,17 +74,20 @@ func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string
 //
 // It refuses what Settle refuses, with the same errors.
 func (s *Store) ReleaseUndone(ctx context.Context, db *sql.DB, key string) error {
-	return s.deleteUnfinished(ctx, db, key, true)
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return deleteUnfinished(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key, true)
 }
 
 // deleteUnfinished deletes key's unfinished record; past a committed phase
 // only when undone says that the phases' effects are undone.
-func (s *Store) deleteUnfinished(ctx context.Context, db *sql.DB, key string, undone bool) error {
-	return s.changeUnfinished(ctx, db, key, "release", func(tx *sql.Tx, v *values, p *progress) error {
+func deleteUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, undone bool) error {
+	return changeUnfinished(ctx, s, db, key, "release", func(v *values, p *progress) (statement, error) {
 		if !undone && p != nil && p.phase != "" {
-			return fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
+			return statement{}, fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
 		}
-		return s.execOneRow(ctx, tx, "release", s.abandon, v)
+		return s.abandon, nil
 	})
 }
 
@@ -85,28 +101,30 @@ func (s *Store) deleteUnfinished(ctx context.Context, db *sql.DB, key string, un
 // the values of the record's own claim (its token and request hash), which
 // Complete and Abandon are guarded by, and the progress of a multi-step
 // request, nil for a plain record.
-func (s *Store) changeUnfinished(ctx context.Context, db *sql.DB, key, op string, change func(*sql.Tx, *values, *progress) error) error {
+func changeUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, op string, change func(*values, *progress) (statement, error)) error {
 	if err := s.check(); err != nil {
 		return err
-	}
-	if db == nil {
-		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	if err := validateKey(key); err != nil {
 		return err
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	tx, _, err := db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("idem: %s: %w", op, err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	ended := false
+	defer func() {
+		if !ended {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
 
 	// The request hash only fills the claim's insert, which is rolled back.
 	v := s.newValues(key, []byte{0})
-	a := s.runClaim(ctx, sqlTx{tx}, v)
+	a := s.runClaim(ctx, tx, v)
 	rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
 	if err == nil && !claimed && rec == nil && !busy {
-		rec, err = s.find(ctx, tx, v.key)
+		rec, err = s.findIn(ctx, tx, v.key)
 	}
 	switch {
 	case err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout, busy:
@@ -124,7 +142,7 @@ func (s *Store) changeUnfinished(ctx context.Context, db *sql.DB, key, op string
 	}
 	var p *progress
 	if s.steps != nil {
-		if p, err = s.progress(ctx, sqlTx{tx}, v); err != nil {
+		if p, err = s.progress(ctx, tx, v); err != nil {
 			return fmt.Errorf("idem: %s: %w", op, err)
 		}
 		if p != nil && p.leaseUntil > p.now {
@@ -133,23 +151,17 @@ func (s *Store) changeUnfinished(ctx context.Context, db *sql.DB, key, op string
 		}
 	}
 	v.token, v.requestHash = rec.token, rec.requestHash
-	if err := change(tx, v, p); err != nil {
+	st, err := change(v, p)
+	if err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("idem: %s: commit: %w", op, err)
-	}
-	return nil
-}
-
-// execOneRow runs st with v in tx and wants it to affect one row.
-func (s *Store) execOneRow(ctx context.Context, tx *sql.Tx, op string, st statement, v *values) error {
-	n, err := s.exec(ctx, sqlTx{tx}, st, v)
-	if err != nil {
-		return fmt.Errorf("idem: %s: %w", op, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("idem: %s: %d rows changed, want 1", op, n)
+	ended = true // CommitAfter ends the transaction, whatever it answers
+	err = tx.CommitAfter(ctx, s.query(st, v))
+	switch {
+	case errors.Is(err, driver.ErrNoRow):
+		return fmt.Errorf("idem: %s: no row changed, want 1", op)
+	case err != nil:
+		return fmt.Errorf("idem: %s: %w", op, err) // a *driver.CommitError says "commit:"
 	}
 	return nil
 }

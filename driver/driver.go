@@ -61,6 +61,9 @@ type Owned[TX any] interface {
 	// the commit's outcome open comes as a *CommitError.
 	CommitAfter(ctx context.Context, q Query) error
 
+	// Commit commits the transaction, as it stands.
+	Commit(ctx context.Context) error
+
 	// Rollback ends the transaction and keeps nothing. It does nothing
 	// once the transaction has ended.
 	Rollback(ctx context.Context) error

@@ -234,6 +234,26 @@ func (o *ownedTx) CommitAfter(ctx context.Context, q driver.Query) error {
 	return nil
 }
 
+// Commit commits the transaction, with the commit query of its options.
+func (o *ownedTx) Commit(ctx context.Context) error {
+	defer o.release()
+	if err := o.ready(); err != nil {
+		return err
+	}
+	commit := o.commitSQL
+	if commit == "" {
+		commit = "COMMIT"
+	}
+	tag, err := o.tx.Exec(ctx, commit)
+	switch {
+	case err != nil:
+		return closedErr(err)
+	case tag.String() == "ROLLBACK":
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
 // pgDivisionByZero is the SQLSTATE of a completion that changed no row.
 const pgDivisionByZero = "22012"
 

@@ -147,3 +147,37 @@ func (s *Store) Unfinished(ctx context.Context, db *pgxpool.Pool, olderThan time
 	}
 	return s.e.Unfinished(ctx, poolDB{pool: db}, olderThan, limit)
 }
+
+// Settle is idem.Store.Settle on a pgx pool: an operator's way out for a
+// key whose request no one will finish.
+func (s *Store) Settle(ctx context.Context, db *pgxpool.Pool, key string, resp idem.Response) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.Settle(ctx, poolDB{pool: db}, key, resp)
+}
+
+// ReleaseWithoutEffect is idem.Store.ReleaseWithoutEffect on a pgx pool.
+func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *pgxpool.Pool, key string) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.ReleaseWithoutEffect(ctx, poolDB{pool: db}, key)
+}
+
+// ReleaseUndone is idem.Store.ReleaseUndone on a pgx pool.
+func (s *Store) ReleaseUndone(ctx context.Context, db *pgxpool.Pool, key string) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.ReleaseUndone(ctx, poolDB{pool: db}, key)
+}
+
+// Purge is idem.Store.Purge on a pgx pool: it deletes expired records,
+// batch at a time.
+func (s *Store) Purge(ctx context.Context, db *pgxpool.Pool, batch int) (int64, error) {
+	if db == nil {
+		return 0, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.Purge(ctx, poolDB{pool: db}, batch)
+}

@@ -10,8 +10,8 @@
 //	bash scripts/test -- go -C cmd/idembench run . -db postgres -drivers pgx-native -scenarios claimed,plain,replay,http,lease \
 //		-commits fast,durable -rounds 5
 //
-// It is a module of its own, which requires idempgx as well as idem (the
-// root module does not), so it runs from its directory: go -C cmd/idembench
+// It is a module of its own, so that what it measures with stays out of
+// the library's module, and it runs from its directory: go -C cmd/idembench
 // from the repository root.
 //
 // SQLite is always measured (a file in a temporary directory); PostgreSQL,
