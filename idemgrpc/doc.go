@@ -9,7 +9,7 @@
 // all.
 //
 //	store, _ := idem.New(idem.Postgres())
-//	protect, err := idemgrpc.UnaryServerInterceptor(store, db,
+//	protect, err := idemgrpc.UnaryServerInterceptor(store, db, nil, // nil: the database's transaction defaults
 //		idemgrpc.WithMethods("/shop.v1.Orders/Place"),
 //		idemgrpc.WithScope(func(ctx context.Context) (string, error) { return accountID(ctx) }),
 //		idemgrpc.WithKeyRequired(),

@@ -109,7 +109,7 @@ func ExampleUnaryServerInterceptor() {
 		log.Fatal(err)
 	}
 
-	protect, err := idemgrpc.UnaryServerInterceptor(store, db,
+	protect, err := idemgrpc.UnaryServerInterceptor(store, db, nil, // nil: the database's transaction options
 		idemgrpc.WithMethods("/shop.Orders/Place"),
 		idemgrpc.WithKeyRequired(),
 		// One shop, one client here; a real service names the client

@@ -57,8 +57,20 @@ func Tx(ctx context.Context) *sql.Tx {
 // so that it fails at start-up, and wraps idem.ErrInvalidArgument, as the
 // Store's own refusals do; neither this function nor the interceptor panics
 // of its own.
-func UnaryServerInterceptor(store *idem.Store, db *sql.DB, opts ...Option) (grpc.UnaryServerInterceptor, error) {
+//
+// txOpts are the options of every transaction the interceptor begins, one
+// per attempt of a protected call, such as its isolation level; nil leaves
+// them to the database's defaults. A copy is kept, so a change to *txOpts
+// afterwards changes nothing. A conflict that the database reports under a
+// stricter level makes the interceptor run the handler again, up to DoTx's
+// attempts. They are an argument, as they are of idem.Store.DoTx and of
+// idemhttp.New.
+func UnaryServerInterceptor(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions, opts ...Option) (grpc.UnaryServerInterceptor, error) {
 	i := &interceptor{store: store, db: db, cfg: defaultConfig()}
+	if txOpts != nil {
+		o := *txOpts
+		i.txOpts = &o
+	}
 	var errs []error
 	if store.Dialect() == nil {
 		errs = append(errs, fmt.Errorf("idemgrpc: nil store, or a Store not made by idem.New: %w", idem.ErrInvalidArgument))
@@ -92,6 +104,7 @@ func UnaryServerInterceptor(store *idem.Store, db *sql.DB, opts ...Option) (grpc
 type interceptor struct {
 	store    *idem.Store
 	db       *sql.DB
+	txOpts   *sql.TxOptions // the constructor's copy; nil: the database's defaults
 	cfg      config
 	resolved sync.Map // full method name to *method, for WithMethodFilter
 }
@@ -154,7 +167,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	hash := idem.Fingerprint([]byte(fingerprintVersion), []byte(scope), []byte(full), b)
 
 	var last *attempt // the attempt that ran the handler last
-	res, err := i.store.DoTx(ctx, i.db, cfg.txOptions, StoredKey(scope, key), hash,
+	res, err := i.store.DoTx(ctx, i.db, i.txOpts, StoredKey(scope, key), hash,
 		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			a := &attempt{stream: newCapture(full)}
 			last = a

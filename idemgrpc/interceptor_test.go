@@ -34,7 +34,7 @@ func (e *env) protect(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInt
 // protectScoped is protect for opts that choose a scope themselves.
 func (e *env) protectScoped(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
 	t.Helper()
-	ic, err := idemgrpc.UnaryServerInterceptor(e.Store, e.DB, opts...)
+	ic, err := idemgrpc.UnaryServerInterceptor(e.Store, e.DB, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

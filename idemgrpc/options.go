@@ -2,7 +2,6 @@ package idemgrpc
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,17 +32,16 @@ const (
 type Option func(*config) error
 
 type config struct {
-	keyName   string
-	methods   map[string]*method // WithMethods, resolved
-	filter    func(fullMethod string) bool
-	required  bool
-	scope     func(context.Context) (string, error)
-	scoped    bool // WithScope was given
-	single    bool // WithSingleClient was given
-	stored    map[codes.Code]bool
-	pushback  time.Duration
-	txOptions *sql.TxOptions
-	onError   func(ctx context.Context, fullMethod string, err error)
+	keyName  string
+	methods  map[string]*method // WithMethods, resolved
+	filter   func(fullMethod string) bool
+	required bool
+	scope    func(context.Context) (string, error)
+	scoped   bool // WithScope was given
+	single   bool // WithSingleClient was given
+	stored   map[codes.Code]bool
+	pushback time.Duration
+	onError  func(ctx context.Context, fullMethod string, err error)
 }
 
 func defaultConfig() config {
@@ -243,22 +241,6 @@ func WithRetryPushback(d time.Duration) Option {
 			return fmt.Errorf("idemgrpc: retry pushback must be positive, got %v: %w", d, idem.ErrInvalidArgument)
 		}
 		c.pushback = d
-		return nil
-	}
-}
-
-// WithTxOptions sets the options of the transaction the interceptor begins
-// for the handler, such as its isolation level. The default, nil, is the
-// database's default. A conflict that the database reports under a
-// stricter level makes the interceptor run the handler again, up to DoTx's
-// attempts.
-func WithTxOptions(opts *sql.TxOptions) Option {
-	return func(c *config) error {
-		if opts != nil {
-			o := *opts
-			opts = &o
-		}
-		c.txOptions = opts
 		return nil
 	}
 }

@@ -38,7 +38,6 @@ func TestConfiguration(t *testing.T) {
 			idemgrpc.WithStoredErrors(codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
 				codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented),
 			idemgrpc.WithRetryPushback(time.Millisecond),
-			idemgrpc.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}),
 			idemgrpc.WithErrorHook(func(context.Context, string, error) {}),
 			nil, // skipped, as package idem skips it
 		}, nil},
@@ -71,7 +70,7 @@ func TestConfiguration(t *testing.T) {
 		{"nil hook", store, db, []idemgrpc.Option{protected, idemgrpc.WithErrorHook(nil)}, []string{"nil error hook"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ic, err := idemgrpc.UnaryServerInterceptor(c.store, c.db, c.opts...)
+			ic, err := idemgrpc.UnaryServerInterceptor(c.store, c.db, nil, c.opts...)
 			if len(c.want) == 0 {
 				if err != nil || ic == nil {
 					t.Fatalf("got %v, %v; want an interceptor", ic != nil, err)
@@ -133,7 +132,7 @@ func TestBadConfigurationIsInvalidArgument(t *testing.T) {
 		{"nil hook", store, db, []idemgrpc.Option{protected, single, idemgrpc.WithErrorHook(nil)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ic, err := idemgrpc.UnaryServerInterceptor(c.store, c.db, c.opts...)
+			ic, err := idemgrpc.UnaryServerInterceptor(c.store, c.db, nil, c.opts...)
 			if err == nil || ic != nil {
 				t.Fatalf("got an interceptor: %v, %v; want an error", ic != nil, err)
 			}

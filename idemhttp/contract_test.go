@@ -35,7 +35,7 @@ func TestProblemTypeBase(t *testing.T) {
 	db := neverOpened(t)
 	single := idemhttp.WithSingleClient()
 	for _, bad := range []string{"", "/problems/", "problems#", "https://api.example.com/problems", "http://[::1/"} {
-		if _, err := idemhttp.New(store, db, single, idemhttp.WithProblemTypeBase(bad)); err == nil || !strings.Contains(err.Error(), "problem type base") {
+		if _, err := idemhttp.New(store, db, nil, single, idemhttp.WithProblemTypeBase(bad)); err == nil || !strings.Contains(err.Error(), "problem type base") {
 			t.Errorf("WithProblemTypeBase(%q): %v, want it refused", bad, err)
 		}
 	}

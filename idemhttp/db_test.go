@@ -123,7 +123,7 @@ func (e *env) protectScoped(t *testing.T, scope func(*http.Request) (string, err
 // mustNew is idemhttp.New for options that must be valid.
 func mustNew(t testing.TB, store *idem.Store, db *sql.DB, opts ...idemhttp.Option) *idemhttp.Middleware {
 	t.Helper()
-	mw, err := idemhttp.New(store, db, opts...)
+	mw, err := idemhttp.New(store, db, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 //
 //	store, err := idem.New(idem.Postgres())
 //	...
-//	mw, err := idemhttp.New(store, db,
+//	mw, err := idemhttp.New(store, db, nil, // nil: the database's transaction defaults
 //		idemhttp.WithScope(func(r *http.Request) (string, error) { return accountID(r) }),
 //		idemhttp.WithKeyRequired(),
 //	)

@@ -64,7 +64,7 @@ func ExampleNew() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d,"item":%q}`, id, order.Item)
 	}
-	mw, err := idemhttp.New(store, db,
+	mw, err := idemhttp.New(store, db, nil, // nil: the database's transaction options
 		idemhttp.WithKeyRequired(),
 		// One shop, one client here; a real API names the client (WithScope).
 		idemhttp.WithSingleClient(),
@@ -129,7 +129,7 @@ func ExampleWithScope() {
 		}
 		return acct, nil
 	})
-	mw, err := idemhttp.New(store, db, scope, idemhttp.WithKeyRequired())
+	mw, err := idemhttp.New(store, db, nil, scope, idemhttp.WithKeyRequired())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func ExampleMiddleware_Identify() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	mw, err := idemhttp.New(store, db, idemhttp.WithScope(func(r *http.Request) (string, error) {
+	mw, err := idemhttp.New(store, db, nil, idemhttp.WithScope(func(r *http.Request) (string, error) {
 		return r.Header.Get("X-Account"), nil
 	}))
 	if err != nil {

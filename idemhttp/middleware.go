@@ -46,10 +46,11 @@ func Tx(ctx context.Context) *sql.Tx {
 // start-up; Handler then wraps each handler to protect. A Middleware is safe
 // for concurrent use.
 type Middleware struct {
-	store *idem.Store
-	db    *sql.DB
-	run   Runner // nil: DoTx on db
-	cfg   config
+	store  *idem.Store
+	db     *sql.DB
+	txOpts *sql.TxOptions // New's copy; nil: the database's defaults
+	run    Runner         // nil: DoTx on db
+	cfg    config
 }
 
 // Runner runs serve at most once for key, in a transaction of its own, as
@@ -62,7 +63,9 @@ type Runner func(ctx context.Context, key string, reqHash []byte, serve func(ctx
 
 // NewWithRunner is New for a database that run reaches: the protected
 // requests run through run instead of store.DoTx on a *sql.DB. The options
-// are New's, but WithTxOptions, which is database/sql's, is left to run.
+// are New's. It takes no transaction options: run begins the transactions,
+// so their options are its own, given where run is made (as
+// idempgx.NewMiddleware takes pgx's).
 func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, error) {
 	m, err := newMiddleware(store, run == nil, "nil runner", opts)
 	if err != nil {
@@ -76,6 +79,15 @@ func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, 
 // with store, in transactions it begins on db. See the package
 // documentation for what it answers.
 //
+// txOpts are the options of every transaction the middleware begins, one
+// per attempt of a protected request, such as its isolation level; nil
+// leaves them to the database's defaults. New keeps a copy, so a change to
+// *txOpts afterwards changes nothing. A conflict that the database reports
+// under a stricter level makes the middleware run the handler again, up to
+// DoTx's attempts. They are an argument, as they are of idem.Store.DoTx,
+// Run and Resume, so that every constructor or call that begins
+// transactions on a *sql.DB is given their options in the same place.
+//
 // It returns an error for a bad configuration, listing every problem: a nil
 // store or database, a Store not made by idem.New, an option that refuses
 // its argument, and options that choose neither or both of WithScope and
@@ -87,12 +99,16 @@ func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, 
 // decision rather than what happens when an option is forgotten. Failing
 // here, at start-up, is the point: a configuration mistake must stop the
 // deploy, not fail every request.
-func New(store *idem.Store, db *sql.DB, opts ...Option) (*Middleware, error) {
+func New(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions, opts ...Option) (*Middleware, error) {
 	m, err := newMiddleware(store, db == nil, "nil database", opts)
 	if err != nil {
 		return nil, err
 	}
 	m.db = db
+	if txOpts != nil {
+		o := *txOpts
+		m.txOpts = &o
+	}
 	return m, nil
 }
 
@@ -373,7 +389,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.run != nil {
 		res, err = m.run(r.Context(), id.key, id.hash, serve)
 	} else {
-		res, err = m.store.DoTx(r.Context(), m.db, cfg.txOptions, id.key, id.hash,
+		res, err = m.store.DoTx(r.Context(), m.db, m.txOpts, id.key, id.hash,
 			func(ctx context.Context, tx *sql.Tx) (idem.Response, error) { return serve(WithTx(ctx, tx)) })
 	}
 	var us *unstored

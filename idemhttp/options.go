@@ -1,7 +1,6 @@
 package idemhttp
 
 import (
-	"database/sql"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -47,7 +46,6 @@ type config struct {
 	storable       func(status int) bool
 	replay         map[string]bool // canonical header names
 	retryAfter     time.Duration
-	txOptions      *sql.TxOptions
 	onError        func(*http.Request, error)
 	problemBase    string
 	errorWriter    func(http.ResponseWriter, *http.Request, Problem)
@@ -297,21 +295,6 @@ func WithRetryAfter(d time.Duration) Option {
 			return fmt.Errorf("idemhttp: retry after must be positive, got %v: %w", d, idem.ErrInvalidArgument)
 		}
 		c.retryAfter = d
-		return nil
-	}
-}
-
-// WithTxOptions sets the options of the transaction the middleware begins
-// for the handler, such as its isolation level. The default, nil, is the
-// database's default. A conflict that the database reports under a stricter
-// level makes the middleware run the handler again, up to DoTx's attempts.
-func WithTxOptions(opts *sql.TxOptions) Option {
-	return func(c *config) error {
-		if opts != nil {
-			o := *opts
-			opts = &o
-		}
-		c.txOptions = opts
 		return nil
 	}
 }

@@ -34,8 +34,6 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 		idemhttp.WithReplayHeaders(),
 		idemhttp.WithReplayHeaders("content-type", "X-Order-Id"),
 		idemhttp.WithRetryAfter(time.Millisecond),
-		idemhttp.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelSerializable}),
-		idemhttp.WithTxOptions(nil),
 		idemhttp.WithErrorHook(func(*http.Request, error) {}),
 		idemhttp.WithProblemTypeBase("https://api.example.com/problems/"),
 		idemhttp.WithErrorWriter(func(http.ResponseWriter, *http.Request, idemhttp.Problem) {}),
@@ -43,10 +41,10 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 		idemhttp.WithBodyCanonicalizer(func(_ string, b []byte) ([]byte, error) { return b, nil }),
 		nil,
 	}
-	if mw, err := idemhttp.New(store, db, good...); err != nil || mw == nil {
+	if mw, err := idemhttp.New(store, db, &sql.TxOptions{Isolation: sql.LevelSerializable}, good...); err != nil || mw == nil {
 		t.Errorf("New(good options) = %v, %v", mw, err)
 	}
-	if mw, err := idemhttp.New(store, db, idemhttp.WithSingleClient()); err != nil || mw == nil {
+	if mw, err := idemhttp.New(store, db, nil, idemhttp.WithSingleClient()); err != nil || mw == nil {
 		t.Errorf("New(WithSingleClient()) = %v, %v", mw, err)
 	}
 
@@ -84,7 +82,7 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 		{"a scope and single client", store, db, []idemhttp.Option{scope, single}, "choose"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mw, err := idemhttp.New(c.store, c.db, c.opts...)
+			mw, err := idemhttp.New(c.store, c.db, nil, c.opts...)
 			if err == nil || mw != nil {
 				t.Fatalf("New = %v, %v; want an error and no middleware", mw, err)
 			}
@@ -102,7 +100,7 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 	}
 
 	t.Run("the scope error says what to choose and why", func(t *testing.T) {
-		_, err := idemhttp.New(store, db)
+		_, err := idemhttp.New(store, db, nil)
 		for _, want := range []string{"WithScope(fn)", "WithSingleClient()", "IETF draft", "global", "each other's responses"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("New: %v, want it to say %q", err, want)
@@ -111,7 +109,7 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 	})
 
 	t.Run("all problems at once", func(t *testing.T) {
-		_, err := idemhttp.New(nil, nil, idemhttp.WithMaxBodyBytes(-1), idemhttp.WithRetryAfter(-1))
+		_, err := idemhttp.New(nil, nil, nil, idemhttp.WithMaxBodyBytes(-1), idemhttp.WithRetryAfter(-1))
 		for _, want := range []string{"nil store", "nil database", "max body bytes", "retry after", "choose"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("New = %v, want it to mention %q", err, want)
@@ -121,7 +119,7 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 
 	t.Run("DefaultReplayHeaders is a copy", func(t *testing.T) {
 		idemhttp.DefaultReplayHeaders()[0] = "Set-Cookie"
-		if _, err := idemhttp.New(store, db, single, idemhttp.WithReplayHeaders(idemhttp.DefaultReplayHeaders()...)); err != nil {
+		if _, err := idemhttp.New(store, db, nil, single, idemhttp.WithReplayHeaders(idemhttp.DefaultReplayHeaders()...)); err != nil {
 			t.Error(err)
 		}
 	})

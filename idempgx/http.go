@@ -2,7 +2,7 @@ package idempgx
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -14,11 +14,10 @@ import (
 // NewMiddleware returns idemhttp's middleware for a pgx pool: the requests
 // it protects run through DoTx on db, in transactions begun with txOpts,
 // and their handlers find their transaction with Tx. The options are
-// idemhttp's (idemhttp.WithTxOptions, which is database/sql's, aside); see
-// idemhttp.New for what they must choose.
+// idemhttp's; see idemhttp.New for what they must choose.
 func NewMiddleware(store *idem.Store, db *pgxpool.Pool, txOpts pgx.TxOptions, opts ...idemhttp.Option) (*idemhttp.Middleware, error) {
 	if db == nil {
-		return nil, errors.New("idempgx: nil pool")
+		return nil, fmt.Errorf("idempgx: %w: nil pool", idem.ErrInvalidArgument)
 	}
 	pg := New(store)
 	return idemhttp.NewWithRunner(store, func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {

@@ -128,7 +128,7 @@ func ExampleMock_ExpectRequest() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := idemhttp.New(store, db, idemhttp.WithSingleClient())
+	mw, err := idemhttp.New(store, db, nil, idemhttp.WithSingleClient())
 	if err != nil {
 		log.Fatal(err)
 	}

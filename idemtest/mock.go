@@ -53,7 +53,7 @@ import (
 // ExpectCompleteAny that of the response it stores, whatever the handler
 // answered:
 //
-//	mw, _ := idemhttp.New(store, db, idemhttp.WithSingleClient())
+//	mw, _ := idemhttp.New(store, db, nil, idemhttp.WithSingleClient())
 //	mock.ExpectBegin()
 //	claim, err := m.ExpectRequest(mw, req)
 //	mock.ExpectExec(`INSERT INTO orders`).WillReturnResult(sqlmock.NewResult(1, 1))

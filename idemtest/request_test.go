@@ -162,7 +162,7 @@ func TestExpectRequest(t *testing.T) {
 					}
 					for _, equal := range []bool{false, true} {
 						x := newMocked(t, store, equal)
-						mw, err := idemhttp.New(store, x.db, idemhttp.WithScope(account))
+						mw, err := idemhttp.New(store, x.db, nil, idemhttp.WithScope(account))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -209,7 +209,7 @@ func TestExpectRequestKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := newMocked(t, store, false)
-	mw, err := idemhttp.New(store, x.db, idemhttp.WithScope(account))
+	mw, err := idemhttp.New(store, x.db, nil, idemhttp.WithScope(account))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestExpectRequestRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := newMocked(t, store, false)
-	mw, err := idemhttp.New(store, x.db, idemhttp.WithScope(account))
+	mw, err := idemhttp.New(store, x.db, nil, idemhttp.WithScope(account))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestExpectRequestRefuses(t *testing.T) {
 	noKey := orderRequest()
 	noKey.Header.Del("Idempotency-Key")
 	errNoAccount := errors.New("no account")
-	scoped, err := idemhttp.New(store, x.db, idemhttp.WithScope(func(*http.Request) (string, error) { return "", errNoAccount }))
+	scoped, err := idemhttp.New(store, x.db, nil, idemhttp.WithScope(func(*http.Request) (string, error) { return "", errNoAccount }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestExpectRequestLookupFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := newMocked(t, store, false)
-	mw, err := idemhttp.New(store, x.db, idemhttp.WithScope(account))
+	mw, err := idemhttp.New(store, x.db, nil, idemhttp.WithScope(account))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func open(ctx context.Context, d database, clients int, o openOpts) (*bench, err
 		b.leaseHTTP = &leaseMiddleware{db: sqlLeases{db: db, q: b.leaseSQL}, next: b.orderHandler()}
 	}
 	if o.http {
-		mw, err := idemhttp.New(b.store, db, idemhttp.WithSingleClient())
+		mw, err := idemhttp.New(b.store, db, nil, idemhttp.WithSingleClient())
 		if err != nil {
 			b.close()
 			return nil, err

@@ -138,10 +138,11 @@ func newShop(ctx context.Context, db *sql.DB, dialect, prefix string) (*shop, er
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+s.orders+` (`+ddl+`)`); err != nil {
 		return nil, err
 	}
-	// How POST /orders is protected: every request must carry a key, keys
-	// are kept apart by account, and the errors behind the middleware's 5xx
-	// answers are logged. A mistake here stops the server before it serves.
-	s.mw, err = idemhttp.New(store, db,
+	// How POST /orders is protected: its transactions take the database's
+	// default options (nil), every request must carry a key, keys are kept
+	// apart by account, and the errors behind the middleware's 5xx answers
+	// are logged. A mistake here stops the server before it serves.
+	s.mw, err = idemhttp.New(store, db, nil,
 		idemhttp.WithKeyRequired(),
 		idemhttp.WithScope(account),
 		idemhttp.WithErrorHook(func(r *http.Request, err error) { log.Printf("%s %s: %v", r.Method, r.URL.Path, err) }),

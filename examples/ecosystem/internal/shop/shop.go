@@ -21,7 +21,7 @@ const AccountHeader = "X-Account"
 // service makes it once, at start-up, where its error (a configuration
 // mistake) can stop the start, and hands it to the router.
 func Protect(store *idem.Store, db *sql.DB) (*idemhttp.Middleware, error) {
-	return idemhttp.New(store, db,
+	return idemhttp.New(store, db, nil,
 		idemhttp.WithKeyRequired(),
 		idemhttp.WithScope(func(r *http.Request) (string, error) {
 			if a := r.Header.Get(AccountHeader); a != "" {

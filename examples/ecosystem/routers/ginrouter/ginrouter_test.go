@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 // are global, as for an API with a single client.
 func newMiddleware(t *testing.T, store *idem.Store, db *sql.DB, opts ...idemhttp.Option) *idemhttp.Middleware {
 	t.Helper()
-	mw, err := idemhttp.New(store, db, append(opts, idemhttp.WithSingleClient())...)
+	mw, err := idemhttp.New(store, db, nil, append(opts, idemhttp.WithSingleClient())...)
 	if err != nil {
 		t.Fatal(err)
 	}
