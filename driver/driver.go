@@ -4,7 +4,7 @@
 // Every operation of a Store (Do, DoTx, Run and Resume, the operators'
 // actions) is written once, against these interfaces, and exists on every
 // driver that implements them: a driver package implements DB for its
-// connection pool, and hands it to idem.NewEngine.
+// connection pool, and calls the methods of idem.EngineOf with it.
 //
 // Services rarely import this package; they call the Store's methods, or
 // those of the driver's package.
