@@ -2,11 +2,9 @@ module github.com/idemgo/idem/cmd/idembench
 
 go 1.26.0
 
-replace github.com/idemgo/idem => ../..
-
 require (
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/idemgo/idem v0.0.0
+	github.com/idemgo/idem v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/lib/pq v1.12.3
 	modernc.org/sqlite v1.62.0

@@ -2,10 +2,8 @@ module github.com/idemgo/idem/examples/consumer
 
 go 1.26.0
 
-replace github.com/idemgo/idem => ../..
-
 require (
-	github.com/idemgo/idem v0.0.0
+	github.com/idemgo/idem v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	modernc.org/sqlite v1.62.0
