@@ -62,9 +62,10 @@ func TestRefusableAfterDeadlock(t *testing.T) {
 					if after == "refuses" {
 						want = declined
 					}
-					a := &deadlockParty{key: "a", first: 1, second: 2, holds: make(chan struct{})}
-					b := &deadlockParty{key: "b", first: 2, second: 1, holds: make(chan struct{})}
+					a := &deadlockParty{key: "a", first: 1, second: 2, holds: make(chan struct{}), done: make(chan struct{})}
+					b := &deadlockParty{key: "b", first: 2, second: 1, holds: make(chan struct{}), done: make(chan struct{})}
 					a.other, b.other = b.holds, a.holds
+					a.otherDone, b.otherDone = b.done, a.done
 					fn := func(p *deadlockParty) idem.Func {
 						return idem.Refusable(func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 							if err := e.Effects.Insert(ctx, tx, p.key, "done"); err != nil {
@@ -73,6 +74,17 @@ func TestRefusableAfterDeadlock(t *testing.T) {
 							lock := func(id int) error {
 								_, err := tx.ExecContext(ctx, "UPDATE "+rows+" SET n = n + 1 WHERE id = "+tg.Dialect.Placeholder(1), id)
 								return err
+							}
+							if p.attempts.Load() > 0 {
+								// The victim's next attempt locks after
+								// the other request has finished: on a
+								// busy machine it could otherwise take
+								// a row first and deadlock anew.
+								select {
+								case <-p.otherDone:
+								case <-ctx.Done():
+									return idem.Response{}, ctx.Err()
+								}
 							}
 							err := lock(p.first)
 							if p.attempts.Add(1) == 1 {
@@ -118,7 +130,9 @@ func TestRefusableAfterDeadlock(t *testing.T) {
 					}
 					results := make([]idem.Result, 2)
 					errs := startTogether(2, func(i int) (err error) {
-						results[i], err = call([]*deadlockParty{a, b}[i])
+						p := []*deadlockParty{a, b}[i]
+						defer close(p.done)
+						results[i], err = call(p)
 						return err
 					})
 					if a.deadlocked.Load() == b.deadlocked.Load() {
@@ -169,6 +183,9 @@ type deadlockParty struct {
 	key           string
 	first, second int
 	holds, other  chan struct{}
-	attempts      atomic.Int32
-	deadlocked    atomic.Bool
+	// done is closed when the party's first call returned, and otherDone
+	// is the other party's.
+	done, otherDone chan struct{}
+	attempts        atomic.Int32
+	deadlocked      atomic.Bool
 }
