@@ -150,8 +150,11 @@ func ResumeBatch(n int) ResumeOption {
 // the driver's transaction, as for Phase.
 func Compensate[TX any](after time.Duration, fn func(ctx context.Context, tx TX, req Unfinished, cause error) (Response, error)) ResumeOption {
 	return func(c *resumeConfig) error {
-		if after <= 0 || fn == nil {
-			return fmt.Errorf("%w: Compensate after %v with a nil function %v, want a positive age and a function", ErrInvalidArgument, after, fn == nil)
+		switch {
+		case after <= 0:
+			return fmt.Errorf("%w: Compensate after %v, want a positive age", ErrInvalidArgument, after)
+		case fn == nil:
+			return fmt.Errorf("%w: Compensate with a nil function", ErrInvalidArgument)
 		}
 		c.giveUp, c.txType = after, reflect.TypeFor[TX]()
 		c.compensate = func(ctx context.Context, tx any, req Unfinished, cause error) (Response, error) {

@@ -3,7 +3,6 @@ package idemgrpc_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,15 +63,7 @@ func TestTxOptions(t *testing.T) {
 				if _, err := ic(ctx, req, info, handler); err != nil {
 					t.Fatal(err)
 				}
-				opts := began.Take()
-				if len(opts) == 0 {
-					t.Fatal("the call began no transaction")
-				}
-				for _, o := range opts {
-					if o != (driver.TxOptions{Isolation: driver.IsolationLevel(c.want)}) {
-						t.Errorf("a transaction began with %+v, want isolation %v and read-write", o, c.want)
-					}
-				}
+				began.WantIsolation(t, "the call", c.want)
 				if tg.Family == "postgres" {
 					want := c.server
 					if want == "" {

@@ -2,7 +2,6 @@ package idemhttp_test
 
 import (
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 	"net/http"
 	"strings"
@@ -59,15 +58,7 @@ func TestTxOptions(t *testing.T) {
 				if rep := serveDirect(mw.Handler(h), req); rep.status != http.StatusCreated {
 					t.Fatalf("status %d, body %q; want 201", rep.status, rep.body)
 				}
-				opts := began.Take()
-				if len(opts) == 0 {
-					t.Fatal("the request began no transaction")
-				}
-				for _, o := range opts {
-					if o != (driver.TxOptions{Isolation: driver.IsolationLevel(c.want)}) {
-						t.Errorf("a transaction began with %+v, want isolation %v and read-write", o, c.want)
-					}
-				}
+				began.WantIsolation(t, "the request", c.want)
 				if tg.Family == "postgres" {
 					want := c.server
 					if want == "" {

@@ -14,5 +14,5 @@
 //
 // Import it from tests only: it brings in go-sqlmock and the testing
 // package, which a service's own binary should not carry. It imports no SQL
-// driver (TestNoDriverDependency).
+// driver (TestPackagesPullNoDriver, in the root package).
 package idemtest

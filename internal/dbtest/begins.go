@@ -2,8 +2,10 @@ package dbtest
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"sync"
+	"testing"
 )
 
 // Begins records the options of every transaction begun on the connections
@@ -32,6 +34,21 @@ func (b *Begins) Take() []driver.TxOptions {
 	opts := b.opts
 	b.opts = nil
 	return opts
+}
+
+// WantIsolation takes the options recorded since the last Take and fails t
+// unless what began at least one transaction, each read-write at level.
+func (b *Begins) WantIsolation(t testing.TB, what string, level sql.IsolationLevel) {
+	t.Helper()
+	opts := b.Take()
+	if len(opts) == 0 {
+		t.Fatalf("%s began no transaction", what)
+	}
+	for _, o := range opts {
+		if o != (driver.TxOptions{Isolation: driver.IsolationLevel(level)}) {
+			t.Errorf("a transaction of %s began with %+v, want isolation %v and read-write", what, o, level)
+		}
+	}
 }
 
 type beginsConnector struct {
