@@ -1,13 +1,9 @@
 package idem_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +14,11 @@ import (
 
 // The points at which TestProcessDeath kills the process that claimed a key.
 const (
-	diesAfterClaim    = "after the claim"
-	diesAfterWrite    = "in fn, after its write"
-	diesBeforeCommit  = "after the completion, before the commit"
-	diesAfterCommit   = "after the commit"
-	crashChildEnv     = "IDEM_CRASH_CHILD" // set in the child process
-	crashReadyMessage = "ready to die"
+	diesAfterClaim   = "after the claim"
+	diesAfterWrite   = "in fn, after its write"
+	diesBeforeCommit = "after the completion, before the commit"
+	diesAfterCommit  = "after the commit"
+	crashChildEnv    = "IDEM_CRASH_CHILD" // set in the child process
 )
 
 // TestProcessDeath claims a key in a child process, kills the child with
@@ -82,66 +77,10 @@ func TestProcessDeath(t *testing.T) {
 // and stops at point, runs check, and kills the child.
 func killChild(t *testing.T, e *env, point string, check func()) {
 	t.Helper()
-	cmd := startChild(t, "TestCrashChild", point,
-		crashChildEnv+"=1",
-		"IDEM_CRASH_DRIVER="+e.tg.Driver,
-		"IDEM_CRASH_DSN="+e.DSN,
-		"IDEM_CRASH_DIALECT="+e.Dialect.Name(),
-		"IDEM_CRASH_TABLE="+e.Table,
-		"IDEM_CRASH_INSERT="+e.Effects.InsertSQL(),
-		"IDEM_CRASH_POINT="+point,
-	)
+	cmd := dbtest.StartChild(t, "TestCrashChild", point, nil,
+		append(e.ChildEnv(e.tg.Driver), crashChildEnv+"=1", "IDEM_CRASH_POINT="+point)...)
 	check()
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-}
-
-// startChild starts this test binary running only test, with env added to
-// its environment, and returns it once it has printed crashReadyMessage: it
-// has reached point and waits there to be killed.
-func startChild(t *testing.T, test, point string, env ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	var lines []string
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-			if sc.Text() == crashReadyMessage {
-				ready <- true
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			_ = cmd.Wait()
-			t.Fatalf("the child ended before %s:\n%s\n%s", point, strings.Join(lines, "\n"), stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		// The child starts this binary, opens the database and makes
-		// a claim or two: well under 2 s on a loaded machine under
-		// -race. The 30 s only turn a child that never gets there
-		// (stuck on a lock, say) into a failure instead of a hang.
-		_ = cmd.Process.Kill()
-		t.Fatalf("the child never reached %s", point)
-	}
-	return cmd
+	dbtest.Kill(t, cmd)
 }
 
 // TestCrashChild is the child process of TestProcessDeath; it does nothing
@@ -150,30 +89,17 @@ func TestCrashChild(t *testing.T) {
 	if os.Getenv(crashChildEnv) == "" {
 		t.Skip("the child process of TestProcessDeath")
 	}
-	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "mariadb": idem.MariaDB(), "sqlite": idem.SQLite()}
-	db, err := sql.Open(os.Getenv("IDEM_CRASH_DRIVER"), os.Getenv("IDEM_CRASH_DSN"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(dialects[os.Getenv("IDEM_CRASH_DIALECT")], idem.WithTable(os.Getenv("IDEM_CRASH_TABLE")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	child := dbtest.OpenChild(t)
 	point := os.Getenv("IDEM_CRASH_POINT")
-	die := func(at string) {
-		if at == point {
-			fmt.Println(crashReadyMessage)
-			select {} // until the parent's SIGKILL
-		}
-	}
+	die := dbtest.DieAt(point)
 	ctx := context.Background()
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := child.DB.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+	_, err = child.Store.Do(ctx, tx, "k", hashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 		die(diesAfterClaim)
-		if _, err := tx.ExecContext(ctx, os.Getenv("IDEM_CRASH_INSERT"), dbtest.EffectKey("k"), "from the child"); err != nil {
+		if err := child.Effects.Insert(ctx, tx, "k", "from the child"); err != nil {
 			return idem.Response{}, err
 		}
 		die(diesAfterWrite)

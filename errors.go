@@ -11,8 +11,8 @@ var (
 	// ErrInvalidArgument is returned by New for a bad option, and by every
 	// method of Store for a nil transaction, database, function or Store, or
 	// a Store not made by New. The adapters wrap it too: idemhttp's New,
-	// NewWithRunner and options, and idemgrpc's UnaryServerInterceptor and
-	// options, for every argument they refuse.
+	// NewWithRunner and options, and idemgrpc's UnaryServerInterceptor,
+	// options, Reply and StoredError, for every argument they refuse.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
 
 	// ErrInvalidKey is returned by Do, DoTx, Run, Lookup and the

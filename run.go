@@ -88,6 +88,19 @@ func Finish(resp Response) error { return &finish{resp: resp} }
 
 type finish struct{ resp Response }
 
+// Finished returns the response that err carries when it is Finish's,
+// wrapped or not. An adapter that builds a request's steps from the
+// request (idemhttp's Middleware.Steps, idemgrpc's Run) lets its builder
+// refuse a request with Finish before any step runs, and answers it with
+// this response, stored nowhere.
+func Finished(err error) (Response, bool) {
+	var f *finish
+	if errors.As(err, &f) {
+		return f.resp, true
+	}
+	return Response{}, false
+}
+
 func (f *finish) Error() string {
 	return fmt.Sprintf("idem: request finished early with status %d", f.resp.Status)
 }

@@ -3,14 +3,10 @@ package idem_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,173 +15,21 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
+	"github.com/idemgo/idem/internal/checkout"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
-// provider is a payment provider that really runs, on loopback: it charges
-// once per idempotency key and answers a repeated call with the charge it
-// made. It counts calls and charges apart, by key. fail makes it answer
-// the next calls with 500 without charging; slow makes it charge, then
-// answer after a pause.
-type provider struct {
-	srv *httptest.Server
+// runChildEnv is set in the service process of TestRunSurvivesKills.
+const runChildEnv = "IDEM_RUN_CHILD"
 
-	mu      sync.Mutex
-	charges map[string]string // by idempotency key
-	calls   map[string]int    // by the request's key, which the test sends along
-	charged map[string]int    // by the request's key
-	fail    int
-	slow    time.Duration
+// checkoutSteps are the steps of the checkout key on database/sql.
+func checkoutSteps(fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
+	return checkout.Checkout[*sql.Tx]{Ops: checkout.SQLOps, Effects: fx, URL: url, Key: key, Die: die}.Steps()
 }
 
-func newProvider(t *testing.T) *provider {
-	p := &provider{charges: map[string]string{}, calls: map[string]int{}, charged: map[string]int{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
-	key, order := r.Header.Get("Idempotency-Key"), r.Header.Get("X-Order")
-	p.mu.Lock()
-	p.calls[order]++
-	if p.fail > 0 {
-		p.fail--
-		p.mu.Unlock()
-		http.Error(w, "try again", http.StatusInternalServerError)
-		return
-	}
-	id, ok := p.charges[key]
-	if !ok {
-		id = fmt.Sprintf("ch_%d", len(p.charges)+1)
-		p.charges[key] = id
-		p.charged[order]++
-	}
-	slow := p.slow
-	p.mu.Unlock()
-	time.Sleep(slow)
-	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
-}
-
-// counts returns the calls and the charges for the request with key.
-func (p *provider) counts(key string) (calls, charges int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.calls[key], p.charged[key]
-}
-
-// charge calls the provider at url for the request with key, with callKey
-// as the idempotency key, and returns the charge's id.
-func charge(ctx context.Context, url, key, callKey string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Idempotency-Key", callKey)
-	req.Header.Set("X-Order", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("provider: %s", resp.Status)
-	}
-	var body struct{ ID string }
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return "", err
-	}
-	return body.ID, nil
-}
-
-// The boundaries at which TestRunSurvivesKills kills the service.
-const (
-	killBeforeOrderCommit   = "before the commit of order"
-	killBeforeCall          = "after the commit of order, before the call"
-	killAfterCall           = "after the call, before the next phase"
-	killBeforeChargedCommit = "before the commit of charged"
-	killAfterChargedCommit  = "after the commit of charged"
-	killBeforeConfirmCommit = "before the commit of confirm"
-	killAfterConfirmCommit  = "after the commit of confirm"
-	runChildEnv             = "IDEM_RUN_CHILD" // set in the child process
-)
-
-var killPoints = []string{killBeforeOrderCommit, killBeforeCall, killAfterCall, killBeforeChargedCommit,
-	killAfterChargedCommit, killBeforeConfirmCommit, killAfterConfirmCommit}
-
-// txOps sends the statements of the checkout's phases through a driver's
-// transaction.
-type txOps[TX any] struct {
-	exec func(ctx context.Context, tx TX, query string, args ...any) error
-	scan func(ctx context.Context, tx TX, query string, args []any, dest ...any) error
-}
-
-var (
-	sqlOps = txOps[*sql.Tx]{
-		exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
-			_, err := tx.ExecContext(ctx, q, args...)
-			return err
-		},
-		scan: func(ctx context.Context, tx *sql.Tx, q string, args []any, dest ...any) error {
-			return tx.QueryRowContext(ctx, q, args...).Scan(dest...)
-		},
-	}
-	pgxOps = txOps[pgx.Tx]{
-		exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
-			_, err := tx.Exec(ctx, q, args...)
-			return err
-		},
-		scan: func(ctx context.Context, tx pgx.Tx, q string, args []any, dest ...any) error {
-			return tx.QueryRow(ctx, q, args...).Scan(dest...)
-		},
-	}
-)
-
-// checkout is the multi-step request of the kill tests, on database/sql.
-func checkout(fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
-	return checkoutOn(sqlOps, fx, url, key, die)
-}
-
-// checkoutOn is the multi-step request of the kill tests, on a driver
-// whose phases send their statements with ops: the order phase, the
-// charge at the provider, the charged phase, which stores the charge's id,
-// and the final phase, which reads it back for the response. Each phase
-// writes one effect row noted with its name. die is called at each
-// boundary.
-func checkoutOn[TX any](ops txOps[TX], fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
-	var chargeID string
-	insert := func(ctx context.Context, tx TX, note string) error {
-		return ops.exec(ctx, tx, fx.InsertSQL(), dbtest.EffectKey(key), note)
-	}
-	return []idem.Step{
-		idem.Phase("order", func(ctx context.Context, tx TX) error {
-			err := insert(ctx, tx, "order")
-			die(killBeforeOrderCommit)
-			return err
-		}),
-		idem.Call("charge", func(ctx context.Context, callKey string) (err error) {
-			die(killBeforeCall)
-			chargeID, err = charge(ctx, url, key, callKey)
-			die(killAfterCall)
-			return err
-		}),
-		idem.Phase("charged", func(ctx context.Context, tx TX) error {
-			err := insert(ctx, tx, "charged "+chargeID)
-			die(killBeforeChargedCommit)
-			return err
-		}),
-		idem.Final("confirm", func(ctx context.Context, tx TX) (idem.Response, error) {
-			die(killAfterChargedCommit)
-			var note string
-			q := "SELECT note FROM " + fx.Table + " WHERE k = " + fx.Placeholder(1) + " AND note LIKE 'charged %'"
-			if err := ops.scan(ctx, tx, q, []any{dbtest.EffectKey(key)}, &note); err != nil {
-				return idem.Response{}, err
-			}
-			err := insert(ctx, tx, "confirm")
-			die(killBeforeConfirmCommit)
-			return idem.Response{Status: http.StatusCreated, Body: []byte(strings.TrimPrefix(note, "charged "))}, err
-		}),
-	}
+// pgxCheckoutSteps are the steps of the checkout key on pgx.
+func pgxCheckoutSteps(fx *dbtest.Effects, url, key string, die func(point string)) []idem.Step {
+	return checkout.Checkout[pgx.Tx]{Ops: checkout.PgxOps, Effects: fx, URL: url, Key: key, Die: die}.Steps()
 }
 
 // TestRunSurvivesKills runs two checkouts in a service process and kills it
@@ -197,34 +41,19 @@ func checkoutOn[TX any](ops txOps[TX], fx *dbtest.Effects, url, key string, die 
 // answer the stored response.
 func TestRunSurvivesKills(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		for _, via := range checkoutDrivers(tg) {
+		for _, via := range checkout.Ways(tg) {
 			t.Run(via, func(t *testing.T) { testRunSurvivesKills(t, tg, via) })
 		}
 	})
-}
-
-// Ways to run the checkout: through database/sql, and, on PostgreSQL, on a
-// pgx pool through package idempgx.
-const (
-	viaSQL     = "database-sql"
-	viaPgxPool = "pgxpool"
-)
-
-// checkoutDrivers lists the ways to run the checkout on tg.
-func checkoutDrivers(tg target) []string {
-	if tg.Family == "postgres" && tg.Driver == "pgx" {
-		return []string{viaSQL, viaPgxPool}
-	}
-	return []string{viaSQL}
 }
 
 // runCheckout runs the checkout of key on e's store and database, or,
 // with a pool, through idempgx on the pool.
 func runCheckout(e *env, pool *pgxpool.Pool, url, key string, die func(string)) (idem.Result, error) {
 	if pool == nil {
-		return e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, url, key, die)...)
+		return e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkoutSteps(e.Effects, url, key, die)...)
 	}
-	return idempgx.New(e.Store).Run(context.Background(), pool, pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, e.Effects, url, key, die)...)
+	return idempgx.New(e.Store).Run(context.Background(), pool, pgx.TxOptions{}, key, hashA, pgxCheckoutSteps(e.Effects, url, key, die)...)
 }
 
 // newPool returns a pgx pool of dsn, closed at the end of the test.
@@ -240,7 +69,7 @@ func newPool(t testing.TB, dsn string) *pgxpool.Pool {
 // testRunSurvivesKills is TestRunSurvivesKills on tg, with the checkout run
 // via database/sql or a pgx pool.
 func testRunSurvivesKills(t *testing.T, tg target, via string) {
-	for _, point := range killPoints {
+	for _, point := range checkout.Points {
 		t.Run(point, func(t *testing.T) {
 			var pool *pgxpool.Pool
 			// The service's leases run on the database's real
@@ -252,43 +81,27 @@ func testRunSurvivesKills(t *testing.T, tg target, via string) {
 			ahead := idem.DefaultLease + time.Minute
 			e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
 				leaseClock(func() time.Duration { return ahead }))
-			if via == viaPgxPool {
+			if via == checkout.ViaPgxPool {
 				pool = newPool(t, e.DSN)
 			}
-			p := newProvider(t)
+			p := checkout.NewProvider(t)
 			retried, abandoned := "checkout-retried", "checkout-abandoned"
 			for _, key := range []string{retried, abandoned} {
-				killService(t, e, via, p.srv.URL, point, key)
+				killService(t, e, via, p.URL(), point, key)
 			}
 
-			var (
-				wg      sync.WaitGroup
-				answers = make(chan idem.Result, 4)
-			)
-			for range cap(answers) {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res, err := retryUntilDone(e, pool, p.srv.URL, retried)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					answers <- res
-				}()
-			}
-			wg.Wait()
-			close(answers)
+			const clients = 4
+			answers := checkout.Together(t, clients, func() (idem.Result, error) { return retryUntilDone(e, pool, p.URL(), retried) })
 
 			var err error
 			if pool != nil {
 				steps := func(_ context.Context, key string) ([]idem.Step, error) {
-					return checkoutOn(pgxOps, e.Effects, p.srv.URL, key, func(string) {}), nil
+					return pgxCheckoutSteps(e.Effects, p.URL(), key, func(string) {}), nil
 				}
 				_, err = idempgx.New(e.Store).Resume(context.Background(), pool, pgx.TxOptions{}, steps, idem.ResumeOlderThan(time.Minute))
 			} else {
 				steps := func(_ context.Context, key string) ([]idem.Step, error) {
-					return checkout(e.Effects, p.srv.URL, key, func(string) {}), nil
+					return checkoutSteps(e.Effects, p.URL(), key, func(string) {}), nil
 				}
 				_, err = e.Store.Resume(context.Background(), e.DB, nil, steps, idem.ResumeOlderThan(time.Minute))
 			}
@@ -302,26 +115,18 @@ func testRunSurvivesKills(t *testing.T, tg target, via string) {
 				if !strings.HasPrefix(string(stored.Response.Body), "ch_") {
 					t.Errorf("%s: stored body %q, want the charge's id", key, stored.Response.Body)
 				}
-				notes := e.Effects.Notes(t)[key]
-				if len(notes) != 3 || notes[0] != "order" || notes[1] != "charged "+string(stored.Response.Body) || notes[2] != "confirm" {
-					t.Errorf("%s: effects %q, want each phase once, in order", key, notes)
-				}
-				calls, charges := p.counts(key)
-				wantCalls := 1
-				if point == killAfterCall || point == killBeforeChargedCommit {
-					wantCalls = 2
-				}
+				checkout.Effects(t, e.Effects, key, string(stored.Response.Body))
+				calls, charges := p.Counts(key)
+				wantCalls := checkout.CallsAfterKill(point)
 				if charges != 1 || calls != wantCalls {
 					t.Errorf("%s: %d calls and %d charges at the provider, want %d and 1", key, calls, charges, wantCalls)
 				}
 				if key == retried {
-					n := 0
-					for res := range answers {
-						n++
+					for _, res := range answers {
 						sameResponse(t, res.Response, stored.Response)
 					}
-					if n != cap(answers) {
-						t.Errorf("%d of %d clients got an answer", n, cap(answers))
+					if len(answers) != clients {
+						t.Errorf("%d of %d clients got an answer", len(answers), clients)
 					}
 				}
 			}
@@ -355,22 +160,14 @@ func retryUntilDone(e *env, pool *pgxpool.Pool, url, key string) (idem.Result, e
 // of key, waits until it has reached point, and kills it.
 func killService(t *testing.T, e *env, via, url, point, key string) {
 	t.Helper()
-	cmd := startChild(t, "TestRunChild", point,
+	cmd := dbtest.StartChild(t, "TestRunChild", point, nil, append(e.ChildEnv(e.tg.Driver),
 		runChildEnv+"=1",
 		"IDEM_RUN_VIA="+via,
-		"IDEM_RUN_DRIVER="+e.tg.Driver,
-		"IDEM_RUN_DSN="+e.DSN,
-		"IDEM_RUN_DIALECT="+e.Dialect.Name(),
-		"IDEM_RUN_TABLE="+e.Table,
-		"IDEM_RUN_EFFECTS="+e.Effects.Table,
 		"IDEM_RUN_PROVIDER="+url,
 		"IDEM_RUN_POINT="+point,
 		"IDEM_RUN_KEY="+key,
-	)
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred function runs
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	)...)
+	dbtest.Kill(t, cmd)
 }
 
 // TestRunChild is the service process of TestRunSurvivesKills; it does
@@ -379,32 +176,18 @@ func TestRunChild(t *testing.T) {
 	if os.Getenv(runChildEnv) == "" {
 		t.Skip("the service process of TestRunSurvivesKills")
 	}
-	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "mariadb": idem.MariaDB(), "sqlite": idem.SQLite()}
-	d := dialects[os.Getenv("IDEM_RUN_DIALECT")]
-	db, err := sql.Open(os.Getenv("IDEM_RUN_DRIVER"), os.Getenv("IDEM_RUN_DSN"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := idem.New(d, idem.WithTable(os.Getenv("IDEM_RUN_TABLE")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := dbtest.OpenEffects(d, db, os.Getenv("IDEM_RUN_EFFECTS"))
+	child := dbtest.OpenChild(t)
 	point, key := os.Getenv("IDEM_RUN_POINT"), os.Getenv("IDEM_RUN_KEY")
-	die := func(at string) {
-		if at == point {
-			fmt.Println(crashReadyMessage)
-			select {} // until the parent's SIGKILL
-		}
-	}
+	die := dbtest.DieAt(point)
 	url := os.Getenv("IDEM_RUN_PROVIDER")
-	if os.Getenv("IDEM_RUN_VIA") == viaPgxPool {
-		_, err = idempgx.New(store).Run(context.Background(), newPool(t, os.Getenv("IDEM_RUN_DSN")), pgx.TxOptions{}, key, hashA, checkoutOn(pgxOps, fx, url, key, die)...)
+	var err error
+	if os.Getenv("IDEM_RUN_VIA") == checkout.ViaPgxPool {
+		_, err = idempgx.New(child.Store).Run(context.Background(), newPool(t, child.DSN), pgx.TxOptions{}, key, hashA, pgxCheckoutSteps(child.Effects, url, key, die)...)
 	} else {
-		_, err = store.Run(context.Background(), db, nil, key, hashA, checkout(fx, url, key, die)...)
+		_, err = child.Store.Run(context.Background(), child.DB, nil, key, hashA, checkoutSteps(child.Effects, url, key, die)...)
 	}
 	if err == nil {
-		die(killAfterConfirmCommit)
+		die(checkout.AfterConfirmCommit)
 	}
 	t.Fatalf("the checkout ended before %s: %v", point, err)
 }
@@ -415,33 +198,27 @@ func TestRunChild(t *testing.T) {
 func TestRunProviderFaults(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)
-		p := newProvider(t)
+		p := checkout.NewProvider(t)
 		run := func(ctx context.Context, key string) (idem.Result, error) {
-			return e.Store.Run(ctx, e.DB, nil, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)
+			return e.Store.Run(ctx, e.DB, nil, key, hashA, checkoutSteps(e.Effects, p.URL(), key, func(string) {})...)
 		}
-		p.mu.Lock()
-		p.fail = 1
-		p.mu.Unlock()
+		p.FailNext(1)
 		if _, err := run(context.Background(), "fails"); err == nil || !strings.Contains(err.Error(), "500") {
 			t.Fatalf("Run: %v, want the provider's 500", err)
 		}
-		p.mu.Lock()
-		p.slow = 300 * time.Millisecond
-		p.mu.Unlock()
+		p.SetSlow(300 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_, err := run(ctx, "slow")
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Run: %v, want the caller's deadline", err)
 		}
-		p.mu.Lock()
-		p.slow = 0
-		p.mu.Unlock()
+		p.SetSlow(0)
 
 		for _, key := range []string{"fails", "slow"} {
 			res, err := run(context.Background(), key)
 			wantOutcome(t, res, err, idem.Claimed)
-			if calls, charges := p.counts(key); calls != 2 || charges != 1 {
+			if calls, charges := p.Counts(key); calls != 2 || charges != 1 {
 				t.Errorf("%s: %d calls and %d charges, want 2 and 1", key, calls, charges)
 			}
 			if notes := e.Effects.Notes(t)[key]; len(notes) != 3 {
@@ -464,12 +241,12 @@ func TestRunRecoversAfterKill(t *testing.T) {
 		}
 		t.Parallel()
 		e := setup(t, tg)
-		p := newProvider(t)
+		p := checkout.NewProvider(t)
 		const key = "checkout-killed"
-		killService(t, e, viaSQL, p.srv.URL, killAfterCall, key)
+		killService(t, e, checkout.ViaSQL, p.URL(), checkout.AfterCall, key)
 		killed := time.Now()
 		for inFlight := 0; ; inFlight++ {
-			res, err := e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkout(e.Effects, p.srv.URL, key, func(string) {})...)
+			res, err := e.Store.Run(context.Background(), e.DB, nil, key, hashA, checkoutSteps(e.Effects, p.URL(), key, func(string) {})...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -487,7 +264,7 @@ func TestRunRecoversAfterKill(t *testing.T) {
 			}
 			time.Sleep(res.LeaseLeft)
 		}
-		if calls, charges := p.counts(key); calls != 2 || charges != 1 {
+		if calls, charges := p.Counts(key); calls != 2 || charges != 1 {
 			t.Errorf("%d calls and %d charges at the provider, want 2 and 1", calls, charges)
 		}
 	})

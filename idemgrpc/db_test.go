@@ -23,6 +23,15 @@ func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.ForEach(t, dbtest.Targets(), f)
 }
 
+// forEachRunTarget is forEach with TiDB in its pessimistic mode after the
+// other targets, for the tests of multi-step calls, which hold on every
+// database.
+func forEachRunTarget(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	dbtest.ForEach(t, append(dbtest.Targets(), dbtest.TiDBRunTargets()...), f)
+	dbtest.SkipMissingTiDB(t)
+}
+
 // env is one test's database, with a store on a table of its own and an
 // effect table, both dropped at the end of the test.
 type env struct {

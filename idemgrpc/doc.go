@@ -26,7 +26,8 @@
 //
 // gRPC has no method that is unsafe by definition, as HTTP's POST is, so
 // the interceptor protects the methods that [WithMethods] lists, or that
-// [WithMethodFilter] accepts; calls of other methods pass straight through.
+// [WithMethodFilter] accepts, and the multi-step methods of
+// [WithStepMethods]; calls of other methods pass straight through.
 // A call of a protected method is protected when it carries the key
 // metadata, "idempotency-key" by default ([WithKeyMetadata]). Without a key
 // it fails with InvalidArgument if the key is [WithKeyRequired], and runs
@@ -71,6 +72,20 @@
 // detail with [ErrorDomain] and one of the Reason constants, so that a
 // client can tell it from the handler's errors. docs/grpc.md in the
 // repository has the table of codes and the reasons behind each.
+//
+// # Multi-step calls
+//
+// A method whose call must call another system cannot do its work in one
+// transaction. Name it with [WithStepMethods]: the interceptor identifies
+// its calls as the others', begins no transaction, and its handler returns
+// what [Run] returns, which runs the call's steps with [idem.Store.Run],
+// each phase in a transaction of its own. The Final step makes the reply
+// with [Reply]; a step that ends the call early stores an error made with
+// [StoredError]. A call that another call runs, or whose dead runner's
+// lease has not run out, gets Unavailable with a pushback of at least the
+// lease that is left, and one whose step failed gets Unavailable
+// (UNFINISHED): the retry resumes it where it stopped. docs/phases.md in
+// the repository has the table of outcomes.
 //
 // # What the handler must do
 //

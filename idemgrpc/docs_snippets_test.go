@@ -9,38 +9,51 @@ import (
 	"github.com/idemgo/idem/internal/docsnippets"
 )
 
-// TestDocsSnippetsCompile type-checks the Go blocks of docs/grpc.md in this
-// module, which has grpc-go among its dependencies where the root module
-// has not; the root's TestDocsSnippetsCompile checks the other documents.
-// How a fragment is wrapped, and which errors are ignored, is said in
-// package docsnippets; a block fenced as "```go fragment" is skipped.
+// TestDocsSnippetsCompile type-checks the Go blocks of docs/grpc.md, and
+// those of docs/phases.md fenced as "```go grpc", in this module, which has
+// grpc-go among its dependencies where the root module has not; the root's
+// TestDocsSnippetsCompile checks the other blocks. How a fragment is
+// wrapped, and which errors are ignored, is said in package docsnippets; a
+// block fenced as "```go fragment" is skipped.
 //
-// The prelude declares what the snippets take as given: ctx, db, a
-// service's type orders and its helper insertOrder, an authenticating
-// interceptor authenticate, accountOf, and a client's target and creds.
-// The service's generated package, shopv1, is a stub with the names the
-// snippets use.
+// The prelude declares what the snippets take as given: ctx, db, store, a
+// service's type orders and its helpers insertOrder and checkoutSteps, an
+// authenticating interceptor authenticate, accountOf, and a client's
+// target and creds. The service's generated package, shopv1, is a stub
+// with the names the snippets use.
 func TestDocsSnippetsCompile(t *testing.T) {
-	name := filepath.Join("..", "docs", "grpc.md")
-	md, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	imports := maps.Clone(docsnippets.Imports)
 	imports["shopv1"] = shopv1Path
+	imports["status"] = "google.golang.org/grpc/status"
+	imports["codes"] = "google.golang.org/grpc/codes"
 	c := &docsnippets.Checker{
 		Dir:     ".",
 		Prelude: grpcPrelude,
 		Imports: imports,
 		Stubs:   map[string]string{shopv1Path: shopv1Stub},
 	}
-	blocks := docsnippets.Extract(name, md)
-	if len(blocks) < 2 {
-		t.Fatalf("found %d Go blocks in %s, want its snippets", len(blocks), name)
-	}
-	for _, b := range blocks {
-		if err := c.Check(b); err != nil {
-			t.Errorf("the block at %s:%d does not compile:\n%v", b.File, b.Line, err)
+	for _, doc := range []struct {
+		name string
+		all  bool // every block, not only the gRPC ones
+		min  int
+	}{{"grpc.md", true, 3}, {"phases.md", false, 1}} {
+		name := filepath.Join("..", "docs", doc.name)
+		md, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, b := range docsnippets.Extract(name, md) {
+			if !doc.all && !b.GRPC {
+				continue
+			}
+			n++
+			if err := c.Check(b); err != nil {
+				t.Errorf("the block at %s:%d does not compile:\n%v", b.File, b.Line, err)
+			}
+		}
+		if n < doc.min {
+			t.Errorf("found %d Go blocks to check in %s, want its snippets", n, name)
 		}
 	}
 }
@@ -55,11 +68,19 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 type PlaceRequest struct{ Item string }
 
 type Order struct{ Id string }
+
+type CheckoutRequest struct{ Item string }
+
+// Receipt stands for a generated message, which is a proto.Message.
+type Receipt struct{ Charge string }
+
+func (*Receipt) ProtoReflect() protoreflect.Message { return nil }
 
 type OrdersServer interface {
 	Place(context.Context, *PlaceRequest) (*Order, error)
@@ -76,12 +97,14 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/idemgo/idem"
 	shopv1 "example/shop/v1"
 )
 
 var (
 	ctx    context.Context
 	db     *sql.DB
+	store  *idem.Store
 	target string
 	creds  grpc.DialOption
 )
@@ -97,4 +120,6 @@ func authenticate(ctx context.Context, req any, info *grpc.UnaryServerInfo, next
 }
 
 func accountOf(ctx context.Context) (string, error) { return "", nil }
+
+func checkoutSteps(req *shopv1.CheckoutRequest) []idem.Step { return nil }
 `

@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
@@ -89,8 +91,13 @@ func UnaryServerInterceptor(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions
 	switch {
 	case i.cfg.methods != nil && i.cfg.filter != nil:
 		errs = append(errs, fmt.Errorf("idemgrpc: WithMethods and WithMethodFilter both given: choose one: %w", idem.ErrInvalidArgument))
-	case i.cfg.methods == nil && i.cfg.filter == nil:
-		errs = append(errs, fmt.Errorf("idemgrpc: no methods to protect: give WithMethods or WithMethodFilter: %w", idem.ErrInvalidArgument))
+	case i.cfg.methods == nil && i.cfg.filter == nil && i.cfg.steps == nil:
+		errs = append(errs, fmt.Errorf("idemgrpc: no methods to protect: give WithMethods, WithMethodFilter or WithStepMethods: %w", idem.ErrInvalidArgument))
+	}
+	for _, name := range slices.Sorted(maps.Keys(i.cfg.steps)) {
+		if i.cfg.methods[name] != nil {
+			errs = append(errs, fmt.Errorf("idemgrpc: %s is in WithMethods and in WithStepMethods: choose one: %w", name, idem.ErrInvalidArgument))
+		}
 	}
 	if i.cfg.scoped == i.cfg.single {
 		errs = append(errs, fmt.Errorf("idemgrpc: choose WithScope, so that one client's keys never meet another's, or WithSingleClient, when keys may be global: keys are per client unless the service says otherwise: %w", idem.ErrInvalidArgument))
@@ -130,6 +137,9 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	if info != nil {
 		full = info.FullMethod
 	}
+	if m, ok := cfg.steps[full]; ok {
+		return i.interceptSteps(ctx, req, m, handler)
+	}
 	m, protect, err := i.method(full)
 	switch {
 	case !protect:
@@ -137,37 +147,18 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	case err != nil:
 		return nil, i.fail(ctx, full, refuseInternal, err)
 	}
-	key, present, kerr := parseKey(metadata.ValueFromIncomingContext(ctx, cfg.keyName))
+	key, hash, present, err := i.identify(ctx, full, req)
 	switch {
-	case kerr != nil:
-		return nil, refuseInvalidKey(cfg.keyName, kerr.reason).err(ctx, cfg.keyName, cfg.pushback)
+	case err != nil:
+		return nil, err
 	case !present && cfg.required:
 		return nil, refuseKeyRequired(cfg.keyName).err(ctx, cfg.keyName, cfg.pushback)
 	case !present:
 		return handler(ctx, req)
 	}
-	var scope string
-	if cfg.scope != nil {
-		scope, err = cfg.scope(ctx)
-		if err == nil && scope == "" {
-			err = errors.New("the scope function returned an empty scope")
-		}
-		if err != nil {
-			return nil, i.fail(ctx, full, refuseClientUnknown, fmt.Errorf("idemgrpc: scope: %w", err))
-		}
-	}
-	msg, err := message(req)
-	if err != nil {
-		return nil, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: request of %s: %w", full, err))
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-	if err != nil {
-		return nil, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: encode the request of %s: %w", full, err))
-	}
-	hash := idem.Fingerprint([]byte(fingerprintVersion), []byte(scope), []byte(full), b)
 
 	var last *attempt // the attempt that ran the handler last
-	res, err := i.store.DoTx(ctx, i.db, i.txOpts, StoredKey(scope, key), hash,
+	res, err := i.store.DoTx(ctx, i.db, i.txOpts, key, hash,
 		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			a := &attempt{stream: newCapture(full)}
 			last = a
@@ -184,12 +175,8 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	switch {
 	case err == nil && res.Outcome == idem.Claimed:
 		return i.claimed(ctx, m, last, res.Response)
-	case err == nil && res.Outcome == idem.Replay:
-		return i.replay(ctx, m, res.Response)
-	case err == nil && res.Outcome == idem.Mismatch:
-		return nil, refuseKeyReused.err(ctx, cfg.keyName, cfg.pushback)
-	case err == nil: // idem.InFlight
-		return nil, refuseInFlight.err(ctx, cfg.keyName, cfg.pushback)
+	case err == nil:
+		return i.unclaimed(ctx, m, res)
 	case errors.Is(err, idem.ErrRetry):
 		// Also a conflict that the handler's own statement ran into:
 		// the client retries, and the driver's error stays here.
@@ -208,6 +195,40 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	return nil, i.fail(ctx, full, failure(err), err)
 }
 
+// identify returns the stored key and the request hash of a call of the
+// method full with the request req, or present false when the call carries
+// no key. Its error is the status that refuses the call.
+func (i *interceptor) identify(ctx context.Context, full string, req any) (key string, hash []byte, present bool, err error) {
+	cfg := &i.cfg
+	key, present, kerr := parseKey(metadata.ValueFromIncomingContext(ctx, cfg.keyName))
+	switch {
+	case kerr != nil:
+		return "", nil, false, refuseInvalidKey(cfg.keyName, kerr.reason).err(ctx, cfg.keyName, cfg.pushback)
+	case !present:
+		return "", nil, false, nil
+	}
+	var scope string
+	if cfg.scope != nil {
+		scope, err = cfg.scope(ctx)
+		if err == nil && scope == "" {
+			err = errors.New("the scope function returned an empty scope")
+		}
+		if err != nil {
+			return "", nil, false, i.fail(ctx, full, refuseClientUnknown, fmt.Errorf("idemgrpc: scope: %w", err))
+		}
+	}
+	msg, err := message(req)
+	if err != nil {
+		return "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: request of %s: %w", full, err))
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: encode the request of %s: %w", full, err))
+	}
+	hash = idem.Fingerprint([]byte(fingerprintVersion), []byte(scope), []byte(full), b)
+	return StoredKey(scope, key), hash, true, nil
+}
+
 // method tells whether the interceptor protects the method full, and
 // returns it.
 func (i *interceptor) method(full string) (m *method, protect bool, err error) {
@@ -215,8 +236,8 @@ func (i *interceptor) method(full string) (m *method, protect bool, err error) {
 		m, protect = i.cfg.methods[full]
 		return m, protect, nil
 	}
-	if !i.cfg.filter(full) {
-		return nil, false, nil
+	if i.cfg.filter == nil || !i.cfg.filter(full) {
+		return nil, false, nil // WithStepMethods alone
 	}
 	if m, ok := i.resolved.Load(full); ok {
 		return m.(*method), true, nil
@@ -245,18 +266,30 @@ func message(req any) (proto.Message, error) {
 // comes back as a handlerError, and a reply that cannot be stored as an
 // error of its own; then DoTx rolls back and stores nothing.
 func (i *interceptor) response(m *method, reply any, herr error) (idem.Response, error) {
-	enc := proto.MarshalOptions{Deterministic: true}
 	if herr != nil {
 		st, ok := status.FromError(herr)
 		if !ok || !i.cfg.stored[st.Code()] {
 			return idem.Response{}, &handlerError{herr}
 		}
-		b, err := enc.Marshal(st.Proto())
-		if err != nil {
-			return idem.Response{}, fmt.Errorf("idemgrpc: encode the status of %s: %w", m.name, err)
-		}
-		return idem.Response{Status: int(st.Code()), Body: b}, nil
+		return encodeStatus(m, st)
 	}
+	return encodeReply(m, reply)
+}
+
+// encodeStatus returns the stored form of the error st of a call of m: its
+// code, and the status in protobuf's deterministic encoding.
+func encodeStatus(m *method, st *status.Status) (idem.Response, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(st.Proto())
+	if err != nil {
+		return idem.Response{}, fmt.Errorf("idemgrpc: encode the status of %s: %w", m.name, err)
+	}
+	return idem.Response{Status: int(st.Code()), Body: b}, nil
+}
+
+// encodeReply returns the stored form of reply, the answer to a call of
+// m, which must be a message of m's reply type: the code OK, and the reply
+// in protobuf's deterministic encoding.
+func encodeReply(m *method, reply any) (idem.Response, error) {
 	msg, err := message(reply)
 	if err != nil {
 		return idem.Response{}, fmt.Errorf("idemgrpc: reply of %s: %w", m.name, err)
@@ -269,7 +302,7 @@ func (i *interceptor) response(m *method, reply any, herr error) (idem.Response,
 		return idem.Response{}, fmt.Errorf("idemgrpc: reply of %s: the handler returned a %s, want %s",
 			m.name, r.Descriptor().FullName(), m.reply.Descriptor().FullName())
 	}
-	b, err := enc.Marshal(msg)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	if err != nil {
 		return idem.Response{}, fmt.Errorf("idemgrpc: encode the reply of %s: %w", m.name, err)
 	}
@@ -294,6 +327,21 @@ func (i *interceptor) claimed(ctx context.Context, m *method, last *attempt, sto
 		return nil, i.fail(ctx, m.name, refuseRecordDamaged, err)
 	}
 	return reply, rpcErr
+}
+
+// unclaimed answers the outcomes of a call that this one did not run: a
+// replay of its stored answer, a mismatch, or a call that another holds,
+// which is asked to wait at least for the lease left to a multi-step
+// call's runner.
+func (i *interceptor) unclaimed(ctx context.Context, m *method, res idem.Result) (any, error) {
+	cfg := &i.cfg
+	switch res.Outcome {
+	case idem.Replay:
+		return i.replay(ctx, m, res.Response)
+	case idem.Mismatch:
+		return nil, refuseKeyReused.err(ctx, cfg.keyName, cfg.pushback)
+	}
+	return nil, refuseInFlight.err(ctx, cfg.keyName, max(cfg.pushback, res.LeaseLeft))
 }
 
 // replay answers a call from the stored answer of an earlier one, marked

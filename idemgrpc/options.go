@@ -34,6 +34,7 @@ type Option func(*config) error
 type config struct {
 	keyName  string
 	methods  map[string]*method // WithMethods, resolved
+	steps    map[string]*method // WithStepMethods, resolved
 	filter   func(fullMethod string) bool
 	required bool
 	scope    func(context.Context) (string, error)
@@ -85,30 +86,60 @@ func WithKeyMetadata(name string) Option {
 // or streaming method is an error. A later WithMethods replaces an earlier
 // one.
 //
-// One of WithMethods and WithMethodFilter is required: gRPC has no method
-// that is unsafe by definition, as HTTP's POST is, so the service must say
-// which of its methods have effects.
+// One of WithMethods, WithMethodFilter and WithStepMethods is required:
+// gRPC has no method that is unsafe by definition, as HTTP's POST is, so
+// the service must say which of its methods have effects.
 func WithMethods(fullMethods ...string) Option {
 	return func(c *config) error {
-		if len(fullMethods) == 0 {
-			return fmt.Errorf("idemgrpc: no methods: %w", idem.ErrInvalidArgument)
-		}
-		ms := make(map[string]*method, len(fullMethods))
-		var errs []error
-		for _, name := range fullMethods {
-			m, err := resolve(name)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%w: %w", err, idem.ErrInvalidArgument))
-				continue
-			}
-			ms[name] = m
-		}
-		if len(errs) > 0 {
-			return errors.Join(errs...)
+		ms, err := resolveAll(fullMethods)
+		if err != nil {
+			return err
 		}
 		c.methods = ms
 		return nil
 	}
+}
+
+// WithStepMethods sets the methods whose calls are multi-step requests
+// (idem.Store.Run): the methods whose handlers call Run with the call's
+// steps, by their full names, as for WithMethods. The interceptor protects
+// them as well as those of WithMethods or WithMethodFilter, but begins no
+// transaction for them, and Tx returns nil in their handlers; a call of
+// one must carry a key, whatever WithKeyRequired says, since a multi-step
+// request lives in the record of its key. A method may not be in both
+// WithMethods and WithStepMethods; one that a WithMethodFilter accepts is
+// served as a multi-step one. A later WithStepMethods replaces an earlier
+// one.
+func WithStepMethods(fullMethods ...string) Option {
+	return func(c *config) error {
+		ms, err := resolveAll(fullMethods)
+		if err != nil {
+			return err
+		}
+		c.steps = ms
+		return nil
+	}
+}
+
+// resolveAll resolves the methods of WithMethods or WithStepMethods.
+func resolveAll(fullMethods []string) (map[string]*method, error) {
+	if len(fullMethods) == 0 {
+		return nil, fmt.Errorf("idemgrpc: no methods: %w", idem.ErrInvalidArgument)
+	}
+	ms := make(map[string]*method, len(fullMethods))
+	var errs []error
+	for _, name := range fullMethods {
+		m, err := resolve(name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", err, idem.ErrInvalidArgument))
+			continue
+		}
+		ms[name] = m
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return ms, nil
 }
 
 // WithMethodFilter sets a function that tells, from a method's full name

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemgrpc"
 )
 
@@ -38,6 +39,7 @@ import (
 //	  rpc Ship(Parcel) returns (Receipt);
 //	  rpc Peek(google.protobuf.Struct) returns (google.protobuf.Struct);
 //	  rpc Watch(google.protobuf.Struct) returns (stream google.protobuf.Struct);
+//	  rpc Checkout(google.protobuf.Struct) returns (google.protobuf.Struct);
 //	}
 //
 // and registered in protoregistry.GlobalFiles, where generated code would
@@ -45,11 +47,12 @@ import (
 // well-known types with Go types of their own; Parcel and Receipt have
 // none, so the interceptor makes Receipts with dynamicpb.
 const (
-	shopService = "idemgrpc.test.Shop"
-	placeMethod = "/" + shopService + "/Place"
-	shipMethod  = "/" + shopService + "/Ship"
-	peekMethod  = "/" + shopService + "/Peek"
-	watchMethod = "/" + shopService + "/Watch"
+	shopService    = "idemgrpc.test.Shop"
+	placeMethod    = "/" + shopService + "/Place"
+	shipMethod     = "/" + shopService + "/Ship"
+	peekMethod     = "/" + shopService + "/Peek"
+	watchMethod    = "/" + shopService + "/Watch"
+	checkoutMethod = "/" + shopService + "/Checkout"
 )
 
 // parcelType and receiptType are the messages of Ship.
@@ -94,6 +97,7 @@ func init() {
 				method("Ship", ".idemgrpc.test.Parcel", ".idemgrpc.test.Receipt", false),
 				method("Peek", ".google.protobuf.Struct", ".google.protobuf.Struct", false),
 				method("Watch", ".google.protobuf.Struct", ".google.protobuf.Struct", true),
+				method("Checkout", ".google.protobuf.Struct", ".google.protobuf.Struct", false),
 			},
 		}},
 	}
@@ -121,6 +125,12 @@ type shop struct {
 	// before, when set, runs first in every handler, with the method's
 	// full name; it may block, or fail the call.
 	before func(ctx context.Context, method string) error
+	// provider is the URL of the payment provider of Checkout, and die,
+	// when set, is called at each of checkout.Points.
+	provider string
+	die      func(point string)
+	// steps, when set, are Checkout's steps instead of the checkout's.
+	steps func(item string) []idem.Step
 }
 
 // The request fields that Place's handler acts on.
@@ -229,6 +239,9 @@ var shopDesc = grpc.ServiceDesc{
 			return s.place(ctx, req.(*structpb.Struct))
 		})},
 		{MethodName: "Ship", Handler: unary(shipMethod, func() proto.Message { return parcelType.New().Interface() }, (*shop).ship)},
+		{MethodName: "Checkout", Handler: unary(checkoutMethod, newStruct, func(s *shop, ctx context.Context, req proto.Message) (proto.Message, error) {
+			return s.checkout(ctx, req.(*structpb.Struct))
+		})},
 		{MethodName: "Peek", Handler: unary(peekMethod, newStruct, func(s *shop, ctx context.Context, req proto.Message) (proto.Message, error) {
 			if err := s.effect(ctx, peekMethod); err != nil {
 				return nil, err
@@ -258,6 +271,19 @@ var ghostDesc = grpc.ServiceDesc{
 // interceptor, and returns a client connection to it. Both end with t.
 func serve(t *testing.T, s *shop, interceptor grpc.UnaryServerInterceptor, dialOpts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+serveOn(t, s, interceptor),
+		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// serveOn starts a gRPC server for s on a loopback port, with the
+// interceptor, and returns its address. It stops at the end of t.
+func serveOn(t *testing.T, s *shop, interceptor grpc.UnaryServerInterceptor) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -270,17 +296,11 @@ func serve(t *testing.T, s *shop, interceptor grpc.UnaryServerInterceptor, dialO
 		defer close(served)
 		_ = srv.Serve(lis)
 	}()
-	conn, err := grpc.NewClient("passthrough:///"+lis.Addr().String(),
-		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		conn.Close()
 		srv.Stop()
 		<-served
 	})
-	return conn
+	return lis.Addr().String()
 }
 
 // answer is what a client got from one call.

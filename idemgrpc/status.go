@@ -33,6 +33,7 @@ const (
 	ReasonInFlight         = "IN_FLIGHT"          // Unavailable
 	ReasonConflict         = "CONFLICT"           // Unavailable
 	ReasonOutcomeUnknown   = "OUTCOME_UNKNOWN"    // Unavailable
+	ReasonUnfinished       = "UNFINISHED"         // Unavailable
 	ReasonResponseTooLarge = "RESPONSE_TOO_LARGE" // Internal
 	ReasonRecordDamaged    = "RECORD_DAMAGED"     // DataLoss
 	ReasonInternal         = "INTERNAL"           // Internal
@@ -60,6 +61,8 @@ var (
 		"the call collided with concurrent ones and was undone; retry with the same key", true}
 	refuseOutcomeUnknown = refusal{codes.Unavailable, ReasonOutcomeUnknown,
 		"the server cannot tell whether the call was saved; retry with the same key: it replays if it was and runs if it was not", true}
+	refuseUnfinished = refusal{codes.Unavailable, ReasonUnfinished,
+		"the call stopped before it finished, perhaps after some of its steps were done; retry with the same key: it resumes where it stopped, and no step that was done is done again", true}
 	refuseTooLarge = refusal{codes.Internal, ReasonResponseTooLarge,
 		"the reply was too large to store, so the call was undone; retrying fails the same way", false}
 	refuseRecordDamaged = refusal{codes.DataLoss, ReasonRecordDamaged,

@@ -49,6 +49,15 @@ func forEach(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.ForEach(t, targets(), f)
 }
 
+// forEachRunTarget is forEach with TiDB in its pessimistic mode after the
+// other targets, for the tests of multi-step requests, which hold on every
+// database.
+func forEachRunTarget(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	dbtest.ForEach(t, append(targets(), dbtest.TiDBRunTargets()...), f)
+	dbtest.SkipMissingTiDB(t)
+}
+
 // env is one test's database, store, effect table and handler, all dropped
 // at the end.
 type env struct {

@@ -34,6 +34,27 @@
 // once. The module examples/ecosystem in the repository has tested adapters
 // for both, and for chi.
 //
+// # Multi-step requests
+//
+// An endpoint that calls another system in the middle of its work (a
+// payment provider, a mail service) cannot do it in one transaction.
+// [Middleware.Steps] serves it with [idem.Store.Run]: its function builds
+// the request's steps from the request, each phase commits in a
+// transaction of its own, and the Final step's response is stored and
+// replayed. The request is identified as for Handler; a request that
+// another call runs, or whose dead runner's lease has not run out, gets a
+// 409 whose Retry-After is at least the lease that is left, and a step that
+// failed a 503, after which a retry resumes the request where it stopped.
+// docs/phases.md in the repository has the table of outcomes.
+//
+//	mux.Handle("POST /checkout", mw.Steps(func(r *http.Request) ([]idem.Step, error) {
+//		order, err := readOrder(r)
+//		if err != nil {
+//			return nil, idem.Finish(idem.Response{Status: http.StatusBadRequest}) // stored nowhere
+//		}
+//		return checkoutSteps(order), nil // idem.Phase, idem.Call, ..., idem.Final
+//	}))
+//
 // # Scope: without one, clients share keys
 //
 // New insists on a choice. [WithScope] names the client a request comes from

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 
 	"github.com/idemgo/idem"
 )
@@ -43,29 +44,36 @@ func Tx(ctx context.Context) *sql.Tx {
 
 // Middleware makes the requests it protects idempotent with an idem.Store,
 // in transactions it begins on a database. Make one with New, once, at
-// start-up; Handler then wraps each handler to protect. A Middleware is safe
-// for concurrent use.
+// start-up; Handler then wraps each handler to protect, and Steps serves
+// each multi-step endpoint. A Middleware is safe for concurrent use.
 type Middleware struct {
-	store  *idem.Store
-	db     *sql.DB
-	txOpts *sql.TxOptions // New's copy; nil: the database's defaults
-	run    Runner         // nil: DoTx on db
-	cfg    config
+	store *idem.Store
+	run   Runner
+	cfg   config
 }
 
-// Runner runs serve at most once for key, in a transaction of its own, as
-// idem.Store.DoTx runs a Func: for a driver that database/sql does not
-// reach. serve gets a context that carries the transaction, for the
-// handler to find it there (as Tx finds a *sql.Tx); it returns the response
-// to store, or an error, on which nothing may be committed. Package idempgx
-// makes one for pgx.
-type Runner func(ctx context.Context, key string, reqHash []byte, serve func(ctx context.Context) (idem.Response, error)) (idem.Result, error)
+// A Runner runs the protected requests of a Middleware on its database:
+// New makes one for a *sql.DB, and a driver that database/sql does not
+// reach brings its own to NewWithRunner (package idempgx makes one for
+// pgx). Its two methods are the Store's DoTx and Run on that database,
+// with the driver's transactions and their options.
+type Runner interface {
+	// DoTx runs serve at most once for key, in a transaction of its own,
+	// as idem.Store.DoTx runs a Func. serve gets a context that carries
+	// the transaction, for the handler to find it there (as Tx finds a
+	// *sql.Tx); it returns the response to store, or an error, on which
+	// nothing may be committed.
+	DoTx(ctx context.Context, key string, reqHash []byte, serve func(ctx context.Context) (idem.Response, error)) (idem.Result, error)
+	// Run runs steps for key as idem.Store.Run runs them: their Phase and
+	// Final steps take the driver's transaction.
+	Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error)
+}
 
 // NewWithRunner is New for a database that run reaches: the protected
-// requests run through run instead of store.DoTx on a *sql.DB. The options
-// are New's. It takes no transaction options: run begins the transactions,
-// so their options are its own, given where run is made (as
-// idempgx.NewMiddleware takes pgx's).
+// requests run through run instead of the Store's DoTx and Run on a
+// *sql.DB. The options are New's. It takes no transaction options: run
+// begins the transactions, so their options are its own, given where run
+// is made (as idempgx.NewMiddleware takes pgx's).
 func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, error) {
 	m, err := newMiddleware(store, run == nil, "nil runner", opts)
 	if err != nil {
@@ -80,13 +88,14 @@ func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, 
 // documentation for what it answers.
 //
 // txOpts are the options of every transaction the middleware begins, one
-// per attempt of a protected request, such as its isolation level; nil
-// leaves them to the database's defaults. New keeps a copy, so a change to
-// *txOpts afterwards changes nothing. A conflict that the database reports
-// under a stricter level makes the middleware run the handler again, up to
-// DoTx's attempts. They are an argument, as they are of idem.Store.DoTx,
-// Run and Resume, so that every constructor or call that begins
-// transactions on a *sql.DB is given their options in the same place.
+// per attempt of a protected request or phase of a multi-step one, such as
+// its isolation level; nil leaves them to the database's defaults. New
+// keeps a copy, so a change to *txOpts afterwards changes nothing. A
+// conflict that the database reports under a stricter level makes the
+// middleware run the handler or the phase again, up to DoTx's attempts.
+// They are an argument, as they are of idem.Store.DoTx, Run and Resume, so
+// that every constructor or call that begins transactions on a *sql.DB is
+// given their options in the same place.
 //
 // It returns an error for a bad configuration, listing every problem: a nil
 // store or database, a Store not made by idem.New, an option that refuses
@@ -104,12 +113,31 @@ func New(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	m.db = db
+	r := sqlRunner{store: store, db: db}
 	if txOpts != nil {
 		o := *txOpts
-		m.txOpts = &o
+		r.txOpts = &o
 	}
+	m.run = r
 	return m, nil
+}
+
+// sqlRunner is the Runner of New: the Store's own DoTx and Run on a
+// *sql.DB.
+type sqlRunner struct {
+	store  *idem.Store
+	db     *sql.DB
+	txOpts *sql.TxOptions // New's copy; nil: the database's defaults
+}
+
+func (r sqlRunner) DoTx(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+	return r.store.DoTx(ctx, r.db, r.txOpts, key, reqHash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		return serve(WithTx(ctx, tx))
+	})
+}
+
+func (r sqlRunner) Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
+	return r.store.Run(ctx, r.db, r.txOpts, key, reqHash, steps...)
 }
 
 // newMiddleware checks what New and NewWithRunner share: noDB is true when
@@ -358,7 +386,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m, cfg := h.m, &h.m.cfg
 	id, err := m.identify(r, false)
 	if err != nil {
-		h.refuse(w, r, err)
+		m.refuse(w, r, err, h.next)
 		return
 	}
 
@@ -385,13 +413,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return idem.Response{Status: status, Header: cfg.storedHeader(header), Body: b}, nil
 	}
-	var res idem.Result
-	if m.run != nil {
-		res, err = m.run(r.Context(), id.key, id.hash, serve)
-	} else {
-		res, err = m.store.DoTx(r.Context(), m.db, m.txOpts, id.key, id.hash,
-			func(ctx context.Context, tx *sql.Tx) (idem.Response, error) { return serve(WithTx(ctx, tx)) })
-	}
+	res, err := m.run.DoTx(r.Context(), id.key, id.hash, serve)
 	var us *unstored
 	switch {
 	case errors.As(err, &us), err == nil && res.Outcome == idem.Claimed:
@@ -400,20 +422,33 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		cfg.report(r, err)
 		cfg.writeProblem(w, r, failure(err))
-	case res.Outcome == idem.Replay:
-		writeReplay(w, res.Response)
-	case res.Outcome == idem.Mismatch:
-		cfg.writeProblem(w, r, problemKeyReused)
-	default: // idem.InFlight
-		cfg.writeProblemAfter(w, r, problemInFlight, res.LeaseLeft)
+	default:
+		cfg.writeUnclaimed(w, r, res)
 	}
 }
 
-// refuse answers a request that identify found no key to claim for: it
-// passes a request that is not protected through, and answers the others
-// with their problem.
-func (h *handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	cfg := &h.m.cfg
+// writeUnclaimed answers the outcomes of a request that this call did not
+// run: a replay of its stored response, a mismatch, or a request that
+// another call holds, which is asked to wait at least for the lease left
+// to a multi-step request's runner.
+func (c *config) writeUnclaimed(w http.ResponseWriter, r *http.Request, res idem.Result) {
+	switch res.Outcome {
+	case idem.Replay:
+		writeReplay(w, res.Response)
+	case idem.Mismatch:
+		c.writeProblem(w, r, problemKeyReused)
+	default: // idem.InFlight
+		c.writeProblemAfter(w, r, problemInFlight, res.LeaseLeft)
+	}
+}
+
+// refuse answers a request that identify found no key to claim for. It
+// passes a request that is not protected to next, and one without a key
+// too when the key is not required; with no next, as for Steps, which
+// cannot serve a request without a key, they get 405 and 400. The others
+// get their problem.
+func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, err error, next http.Handler) {
+	cfg := &m.cfg
 	var (
 		un *unprotected
 		nk *noKey
@@ -422,11 +457,14 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		ce *canonError
 	)
 	switch {
+	case errors.As(err, &un) && next != nil:
+		next.ServeHTTP(w, r)
 	case errors.As(err, &un):
-		h.next.ServeHTTP(w, r)
+		w.Header().Set("Allow", strings.Join(cfg.methods, ", "))
+		cfg.writeProblem(w, r, problemMethod)
 	case errors.As(err, &nk):
-		if !cfg.required {
-			h.next.ServeHTTP(w, r) // unprotected, as the option allows
+		if !cfg.required && next != nil {
+			next.ServeHTTP(w, r) // unprotected, as the option allows
 			return
 		}
 		cfg.writeProblem(w, r, problemKeyRequired(cfg.header))

@@ -96,6 +96,10 @@ var (
 		detail: "The response to this request was too large to be stored for retries, so the request was undone. Sending it again will fail the same way."}
 	problemRecordDamaged = kind{slug: "record-damaged", title: "Stored response damaged", status: http.StatusInternalServerError,
 		detail: "This idempotency key has a stored response that is damaged, so it cannot be sent back, and the request is not run again. Ask the API's operator to look at the key."}
+	problemUnfinished = kind{slug: "unfinished", title: "Request unfinished", status: http.StatusServiceUnavailable, retry: true,
+		detail: "This request stopped before it finished, perhaps after some of its steps were carried out. Send the same request with the same key again after the Retry-After delay: it resumes where it stopped, and no step that was done is done again."}
+	problemMethod = kind{slug: "method-not-allowed", title: "Method not allowed", status: http.StatusMethodNotAllowed,
+		detail: "This endpoint runs requests only with an idempotency key and one of the methods in the Allow header. Nothing was done."}
 	problemInternal = kind{slug: "internal-error", title: "Internal error", status: http.StatusInternalServerError,
 		detail: "A server error stopped this request before it was carried out; nothing was saved. Send it again with the same key later."}
 )

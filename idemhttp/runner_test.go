@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,10 +14,26 @@ import (
 	"github.com/idemgo/idem/idemhttp"
 )
 
+// runnerFuncs is a Runner made of two functions, standing for another
+// driver's.
+type runnerFuncs struct {
+	doTx func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error)
+	run  func(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error)
+}
+
+func (r runnerFuncs) DoTx(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+	return r.doTx(ctx, key, reqHash, serve)
+}
+
+func (r runnerFuncs) Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
+	return r.run(ctx, key, reqHash, steps)
+}
+
 // TestNewWithRunner serves through a Runner that stands for another
-// driver's DoTx: it gets the key and hash that Identify computes, its
-// serve runs the handler with the context it is given, and the middleware
-// answers from the Runner's Result as it does from DoTx's.
+// driver's DoTx and Run: each gets the key and hash that Identify
+// computes, DoTx's serve runs the handler with the context it is given,
+// Run gets the steps that Steps' function built, and the middleware
+// answers from the Runner's Result as it does from the Store's.
 func TestNewWithRunner(t *testing.T) {
 	store, err := idem.New(idem.SQLite())
 	if err != nil {
@@ -33,18 +50,28 @@ func TestNewWithRunner(t *testing.T) {
 		gotHash   []byte
 		handlerTx any
 	)
-	run := func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
-		gotKey, gotHash = key, reqHash
-		if outcome != idem.Claimed {
-			return idem.Result{Outcome: outcome, Response: idem.Response{Status: 201, Body: []byte("stored")}}, nil
-		}
-		resp, err := serve(context.WithValue(ctx, txOfRunner{}, "the runner's transaction"))
-		return idem.Result{Outcome: idem.Claimed, Response: resp}, err
+	stored := idem.Response{Status: 201, Body: []byte("stored")}
+	var gotSteps []idem.Step
+	built := []idem.Step{idem.Final("confirm", func(context.Context, *sql.Tx) (idem.Response, error) { return stored, nil })}
+	run := runnerFuncs{
+		doTx: func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+			gotKey, gotHash = key, reqHash
+			if outcome != idem.Claimed {
+				return idem.Result{Outcome: outcome, Response: stored}, nil
+			}
+			resp, err := serve(context.WithValue(ctx, txOfRunner{}, "the runner's transaction"))
+			return idem.Result{Outcome: idem.Claimed, Response: resp}, err
+		},
+		run: func(_ context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
+			gotKey, gotHash, gotSteps = key, reqHash, steps
+			return idem.Result{Outcome: outcome, Response: stored}, nil
+		},
 	}
 	m, err := idemhttp.NewWithRunner(store, run, idemhttp.WithSingleClient())
 	if err != nil {
 		t.Fatal(err)
 	}
+	steps := m.Steps(func(*http.Request) ([]idem.Step, error) { return built, nil })
 	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handlerTx = r.Context().Value(txOfRunner{})
 		w.WriteHeader(http.StatusCreated)
@@ -77,38 +104,64 @@ func TestNewWithRunner(t *testing.T) {
 		if c.outcome == idem.Claimed && handlerTx != "the runner's transaction" {
 			t.Errorf("the handler's context carried %v, not the runner's transaction", handlerTx)
 		}
+
+		gotKey, gotHash, gotSteps = "", nil, nil
+		w = httptest.NewRecorder()
+		steps.ServeHTTP(w, request())
+		if c.outcome != idem.InFlight {
+			c.wantBody = "stored"
+		}
+		if w.Code != c.wantStatus || (c.wantBody != "" && w.Body.String() != c.wantBody) {
+			t.Errorf("Steps, %v: %d %q, want %d %q", c.outcome, w.Code, w.Body.String(), c.wantStatus, c.wantBody)
+		}
+		if gotKey != key || !bytes.Equal(gotHash, hash) || len(gotSteps) != 1 {
+			t.Errorf("Steps, %v: the runner got %q %x and %d steps, Identify says %q %x", c.outcome, gotKey, gotHash, len(gotSteps), key, hash)
+		}
 	}
 }
 
 // TestInFlightRetryAfterLease shows the Retry-After of a 409 for a
-// multi-step request that a live runner holds: the lease left to it, when
-// that is longer than the middleware's delay, since no retry can take the
-// request over sooner; the middleware's delay otherwise.
+// multi-step request that a live runner holds, from Handler and from
+// Steps: the lease left to it, when that is longer than the middleware's
+// delay, since no retry can take the request over sooner; the
+// middleware's delay otherwise.
 func TestInFlightRetryAfterLease(t *testing.T) {
 	store, err := idem.New(idem.SQLite())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var left time.Duration
-	run := func(context.Context, string, []byte, func(context.Context) (idem.Response, error)) (idem.Result, error) {
-		return idem.Result{Outcome: idem.InFlight, LeaseLeft: left}, nil
+	run := runnerFuncs{
+		doTx: func(context.Context, string, []byte, func(context.Context) (idem.Response, error)) (idem.Result, error) {
+			return idem.Result{Outcome: idem.InFlight, LeaseLeft: left}, nil
+		},
+		run: func(context.Context, string, []byte, []idem.Step) (idem.Result, error) {
+			return idem.Result{Outcome: idem.InFlight, LeaseLeft: left}, nil
+		},
 	}
 	m, err := idemhttp.NewWithRunner(store, run, idemhttp.WithSingleClient(), idemhttp.WithRetryAfter(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
-	for _, c := range []struct {
-		left time.Duration
-		want string
-	}{{0, "2"}, {time.Second, "2"}, {6500 * time.Millisecond, "7"}} {
-		left = c.left
-		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
-		r.Header.Set("Idempotency-Key", "k1")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != http.StatusConflict || w.Header().Get("Retry-After") != c.want {
-			t.Errorf("lease left %v: %d, Retry-After %q; want 409, %q", c.left, w.Code, w.Header().Get("Retry-After"), c.want)
+	handlers := map[string]http.Handler{
+		"Handler": m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") })),
+		"Steps": m.Steps(func(*http.Request) ([]idem.Step, error) {
+			return []idem.Step{idem.Final("confirm", func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, nil })}, nil
+		}),
+	}
+	for name, h := range handlers {
+		for _, c := range []struct {
+			left time.Duration
+			want string
+		}{{0, "2"}, {time.Second, "2"}, {6500 * time.Millisecond, "7"}} {
+			left = c.left
+			r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item":1}`))
+			r.Header.Set("Idempotency-Key", "k1")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusConflict || w.Header().Get("Retry-After") != c.want {
+				t.Errorf("%s, lease left %v: %d, Retry-After %q; want 409, %q", name, c.left, w.Code, w.Header().Get("Retry-After"), c.want)
+			}
 		}
 	}
 }

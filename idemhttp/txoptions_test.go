@@ -1,18 +1,20 @@
 package idemhttp_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestTxOptions shows that every transaction the middleware begins for a
-// protected request gets the options given to New, as the driver sees them
+// protected request, or a multi-step one, gets the options given to New, as the driver sees them
 // and, on PostgreSQL, as the server does; that nil leaves them to the
 // database; and that New keeps a copy, so that changing the caller's
 // struct afterwards changes nothing.
@@ -59,6 +61,17 @@ func TestTxOptions(t *testing.T) {
 					t.Fatalf("status %d, body %q; want 201", rep.status, rep.body)
 				}
 				began.WantIsolation(t, "the request", c.want)
+				// A multi-step request begins one transaction to claim
+				// its key and one for its phase.
+				steps := mw.Steps(func(*http.Request) ([]idem.Step, error) {
+					return []idem.Step{idem.Final("confirm", func(context.Context, *sql.Tx) (idem.Response, error) {
+						return idem.Response{Status: http.StatusCreated}, nil
+					})}, nil
+				})
+				if rep := serveDirect(steps, httptestRequest(fmt.Sprintf("steps%d", i), "{}")); rep.status != http.StatusCreated {
+					t.Fatalf("Steps: status %d, body %q; want 201", rep.status, rep.body)
+				}
+				began.WantIsolation(t, "the multi-step request", c.want)
 				if tg.Family == "postgres" {
 					want := c.server
 					if want == "" {

@@ -12,19 +12,32 @@ import (
 )
 
 // NewMiddleware returns idemhttp's middleware for a pgx pool: the requests
-// it protects run through DoTx on db, in transactions begun with txOpts,
-// and their handlers find their transaction with Tx. The options are
+// it protects run through DoTx on db, and those of its Steps handlers
+// through Run, in transactions begun with txOpts; handlers find their
+// transaction with Tx, and phases get it as their pgx.Tx. The options are
 // idemhttp's; see idemhttp.New for what they must choose.
 func NewMiddleware(store *idem.Store, db *pgxpool.Pool, txOpts pgx.TxOptions, opts ...idemhttp.Option) (*idemhttp.Middleware, error) {
 	if db == nil {
 		return nil, fmt.Errorf("idempgx: %w: nil pool", idem.ErrInvalidArgument)
 	}
-	pg := New(store)
-	return idemhttp.NewWithRunner(store, func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
-		return pg.DoTx(ctx, db, txOpts, key, reqHash, func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
-			return serve(WithTx(ctx, tx))
-		})
-	}, opts...)
+	return idemhttp.NewWithRunner(store, runner{s: New(store), db: db, opts: txOpts}, opts...)
+}
+
+// runner is the idemhttp.Runner of NewMiddleware.
+type runner struct {
+	s    *Store
+	db   *pgxpool.Pool
+	opts pgx.TxOptions
+}
+
+func (r runner) DoTx(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+	return r.s.DoTx(ctx, r.db, r.opts, key, reqHash, func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+		return serve(WithTx(ctx, tx))
+	})
+}
+
+func (r runner) Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
+	return r.s.Run(ctx, r.db, r.opts, key, reqHash, steps...)
 }
 
 // txKey is the context key of a handler's transaction.

@@ -64,3 +64,17 @@ func WithParams(dsn, params string) string {
 	}
 	return dsn + "?" + params
 }
+
+// TiDBRunTargets is TiDB's pessimistic target, for the tests of multi-step
+// requests outside the root package: the optimistic target wraps the
+// dialect, and a dialect from outside the module's has no statements for
+// them.
+func TiDBRunTargets() []Target {
+	var run []Target
+	for _, tg := range TiDBTargets() {
+		if !strings.HasSuffix(tg.Name, "/optimistic") {
+			run = append(run, tg)
+		}
+	}
+	return run
+}

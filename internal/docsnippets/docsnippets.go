@@ -15,6 +15,10 @@
 //   - any other block, a fragment that is wrapped into a file of a package of
 //     its own and checked there (see Wrap).
 //
+// A block fenced as "```go grpc" is one of the last two kinds in a document
+// of the root module that the module idemgrpc checks, since it uses gRPC
+// (Block.GRPC).
+//
 // Wrapping keeps the snippet as the reader sees it. Its top-level
 // declarations, the lines at column 0 that begin with func, type, var or
 // const and the lines that continue them (indented, blank, or beginning with
@@ -64,12 +68,18 @@ import (
 // which is not checked.
 const FragmentMarker = "fragment"
 
+// GRPCMarker is the word after "```go" that marks a block that uses gRPC
+// in a document of the root module's: the module idemgrpc checks it,
+// since the root module does not depend on grpc-go.
+const GRPCMarker = "grpc"
+
 // Block is one Go code block of a Markdown file.
 type Block struct {
 	File     string // the Markdown file's name, as errors report it
 	Line     int    // the line of the block's first line of code, from 1
 	Code     string // the lines between the fences
 	Fragment bool   // fenced as "```go fragment": not checked
+	GRPC     bool   // fenced as "```go grpc": checked in the module idemgrpc
 }
 
 // Complete reports whether the block is a whole file: its first line that is
@@ -104,7 +114,9 @@ func Extract(file string, md []byte) []Block {
 			fence = line[:len(line)-len(strings.TrimLeft(line, "`"))]
 			info := strings.Fields(line[len(fence):])
 			if len(info) > 0 && info[0] == "go" {
-				cur = &Block{File: file, Line: n + 1, Fragment: len(info) > 1 && info[1] == FragmentMarker}
+				cur = &Block{File: file, Line: n + 1,
+					Fragment: len(info) > 1 && info[1] == FragmentMarker,
+					GRPC:     len(info) > 1 && info[1] == GRPCMarker}
 				body.Reset()
 			}
 			continue
@@ -138,6 +150,7 @@ var Imports = map[string]string{
 	"filepath": "path/filepath",
 	"http":     "net/http",
 	"httptest": "net/http/httptest",
+	"json":     "encoding/json",
 	"log":      "log",
 	"sql":      "database/sql",
 	"strconv":  "strconv",

@@ -23,25 +23,28 @@ const sample = "# Title\n" + // line 1
 	"// A whole file.\n" +
 	"package mine\n" +
 	"```\n" + // a shorter fence inside the block is text
-	"````\n"
+	"````\n" +
+	"\n" +
+	"```go grpc\n" + // line 21
+	"srv := grpc.NewServer()\n" +
+	"```\n"
 
 // TestSnippetExtractBlocks shows the blocks found with their kinds and the lines
 // of their code.
 func TestSnippetExtractBlocks(t *testing.T) {
 	blocks := Extract("sample.md", []byte(sample))
-	if len(blocks) != 3 {
-		t.Fatalf("got %d blocks, want 3: %+v", len(blocks), blocks)
+	if len(blocks) != 4 {
+		t.Fatalf("got %d blocks, want 4: %+v", len(blocks), blocks)
 	}
 	want := []struct {
-		line     int
-		fragment bool
-		complete bool
-	}{{4, false, false}, {8, true, false}, {16, false, true}}
+		line                     int
+		fragment, grpc, complete bool
+	}{{4, false, false, false}, {8, true, false, false}, {16, false, false, true}, {22, false, true, false}}
 	for i, w := range want {
 		b := blocks[i]
-		if b.File != "sample.md" || b.Line != w.line || b.Fragment != w.fragment || b.Complete() != w.complete {
-			t.Errorf("block %d: %+v (complete %v), want line %d, fragment %v, complete %v",
-				i, b, b.Complete(), w.line, w.fragment, w.complete)
+		if b.File != "sample.md" || b.Line != w.line || b.Fragment != w.fragment || b.GRPC != w.grpc || b.Complete() != w.complete {
+			t.Errorf("block %d: %+v (complete %v), want line %d, fragment %v, grpc %v, complete %v",
+				i, b, b.Complete(), w.line, w.fragment, w.grpc, w.complete)
 		}
 	}
 	if !strings.Contains(blocks[2].Code, "```\n") {
