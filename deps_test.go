@@ -27,10 +27,11 @@ func TestPackagesPullNoDriver(t *testing.T) {
 		t.Skipf("no go command to list the dependencies with: %v", err)
 	}
 	for pkg, allowed := range map[string]string{
-		"github.com/idemgo/idem":          "",
-		"github.com/idemgo/idem/dialect":  "",
-		"github.com/idemgo/idem/driver":   "",
-		"github.com/idemgo/idem/idemhttp": "",
+		"github.com/idemgo/idem":            "",
+		"github.com/idemgo/idem/dialect":    "",
+		"github.com/idemgo/idem/driver":     "",
+		"github.com/idemgo/idem/idemhttp":   "",
+		"github.com/idemgo/idem/idemclient": "",
 		// idemtest's Mock is built on sqlmock; its conflict errors are
 		// its own, so that a service's tests link no other driver.
 		"github.com/idemgo/idem/idemtest": "github.com/DATA-DOG/go-sqlmock",
@@ -50,5 +51,22 @@ func TestPackagesPullNoDriver(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestClientIsStandardLibraryOnly lists, with go list -deps, what
+// idemclient brings into a binary: the standard library and nothing else,
+// so that any Go client can take it.
+func TestClientIsStandardLibraryOnly(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go command to list the dependencies with: %v", err)
+	}
+	const pkg = "github.com/idemgo/idem/idemclient"
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	if got := strings.Fields(string(out)); len(got) != 1 || got[0] != pkg {
+		t.Errorf("%s and its dependencies outside the standard library: %q, want the package alone", pkg, got)
 	}
 }
