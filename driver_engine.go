@@ -135,6 +135,14 @@ func (e Engine[TX]) ReleaseUndone(ctx context.Context, db driver.DB[TX], key str
 	return deleteUnfinished(ctx, e.s, db, key, true)
 }
 
+// Forget is Store.Forget on db.
+func (e Engine[TX]) Forget(ctx context.Context, db driver.DB[TX], key string) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return forget(ctx, e.s, db, key)
+}
+
 // Purge is Store.Purge on db.
 func (e Engine[TX]) Purge(ctx context.Context, db driver.DB[TX], batch int) (int64, error) {
 	if db == nil {

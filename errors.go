@@ -24,7 +24,7 @@ var (
 	// hash is empty or longer than MaxHashBytes.
 	ErrInvalidHash = errors.New("idem: invalid request hash")
 
-	// ErrNotFound is returned by Lookup, Settle and ReleaseWithoutEffect
+	// ErrNotFound is returned by Lookup, Settle, the releases and Forget
 	// when the key has no live record: it was never committed, it expired,
 	// or it was purged.
 	ErrNotFound = errors.New("idem: no record for this key")
@@ -66,10 +66,10 @@ var (
 	// also matches sql.ErrTxDone.
 	ErrTxEnded = errors.New("idem: transaction ended under Do")
 
-	// ErrKeyHeld is returned by Settle, ReleaseWithoutEffect and
-	// ReleaseUndone when a live request holds the key: a transaction, or
-	// the live lease of a multi-step request (Store.Run) between or inside
-	// its steps. The request is still running.
+	// ErrKeyHeld is returned by Settle, ReleaseWithoutEffect,
+	// ReleaseUndone and Forget when a live request holds the key: a
+	// transaction, or the live lease of a multi-step request (Store.Run)
+	// between or inside its steps. The request is still running.
 	ErrKeyHeld = errors.New("idem: a live request holds the key")
 
 	// ErrPhasesCommitted is returned by ReleaseWithoutEffect for an
@@ -82,6 +82,14 @@ var (
 	// key's request finished: its stored response is what retries get, and
 	// an operator has nothing to settle.
 	ErrKeyFinished = errors.New("idem: the key's request has finished")
+
+	// ErrKeyUnfinished is returned by Forget when the key's request has
+	// not finished and no live request holds it: a record left unfinished
+	// by a Func that committed (see ErrTxEnded), or a multi-step request
+	// whose runner has gone. Forget deletes only finished records; such a
+	// key is an operator's to Settle or release (ReleaseWithoutEffect,
+	// ReleaseUndone) once they know what its request did.
+	ErrKeyUnfinished = errors.New("idem: the key's request has not finished")
 
 	// ErrCommitUnknown is returned by DoTx and Run when a commit failed in
 	// a way that leaves its outcome open (the connection dropped before

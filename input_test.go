@@ -102,10 +102,12 @@ func TestBadInputIsAnError(t *testing.T) {
 	}
 	var nilDB *sql.DB
 	for name, call := range map[string]func() error{
-		"Purge":                func() error { _, err := e.Store.Purge(ctx, nilDB, 10); return err },
-		"Migrate":              func() error { return e.Store.Migrate(ctx, nilDB) },
-		"Settle":               func() error { return e.Store.Settle(ctx, nilDB, "k", idem.Response{}) },
-		"ReleaseWithoutEffect": func() error { return e.Store.ReleaseWithoutEffect(ctx, nilDB, "k") },
+		"Purge":                  func() error { _, err := e.Store.Purge(ctx, nilDB, 10); return err },
+		"Migrate":                func() error { return e.Store.Migrate(ctx, nilDB) },
+		"Settle":                 func() error { return e.Store.Settle(ctx, nilDB, "k", idem.Response{}) },
+		"ReleaseWithoutEffect":   func() error { return e.Store.ReleaseWithoutEffect(ctx, nilDB, "k") },
+		"Forget":                 func() error { return e.Store.Forget(ctx, nilDB, "k") },
+		"Forget on a zero Store": func() error { return zero.Forget(ctx, e.DB, "k") },
 	} {
 		if err := call(); !errors.Is(err, idem.ErrInvalidArgument) {
 			t.Errorf("%s with a nil database: %v", name, err)

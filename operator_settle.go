@@ -35,7 +35,7 @@ func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Respons
 
 // settle is Settle on any driver's database.
 func settle[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, resp Response) error {
-	return changeUnfinished(ctx, s, db, key, "settle", func(v *values, p *progress) (statement, error) {
+	return changeRecord(ctx, s, db, key, "settle", false, func(v *values, p *progress) (statement, error) {
 		if err := s.prepareResponse(v, resp); err != nil {
 			return statement{}, err
 		}
@@ -83,7 +83,7 @@ func (s *Store) ReleaseUndone(ctx context.Context, db *sql.DB, key string) error
 // deleteUnfinished deletes key's unfinished record; past a committed phase
 // only when undone says that the phases' effects are undone.
 func deleteUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, undone bool) error {
-	return changeUnfinished(ctx, s, db, key, "release", func(v *values, p *progress) (statement, error) {
+	return changeRecord(ctx, s, db, key, "release", false, func(v *values, p *progress) (statement, error) {
 		if !undone && p != nil && p.phase != "" {
 			return statement{}, fmt.Errorf("idem: release: %w: it stands at step %q", ErrPhasesCommitted, p.phase)
 		}
@@ -91,17 +91,21 @@ func deleteUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], k
 	})
 }
 
-// changeUnfinished runs change on key's unfinished record in a transaction
-// of its own, after the claim statement has made sure that no live transaction
-// holds the key and that this one now does: the claim takes the key's lock
-// (an advisory lock, a row lock, or SQLite's write lock) and returns the
+// changeRecord runs change on key's record in a transaction of its own,
+// after the claim statement has made sure that no live transaction holds
+// the key and that this one now does: the claim takes the key's lock (an
+// advisory lock, a row lock, or SQLite's write lock) and returns the
 // record. A claim that inserts because there was no record, or takes an
 // expired one over, is rolled back. A multi-step request between its
-// phases holds no lock, only its lease, which is checked next. change gets
-// the values of the record's own claim (its token and request hash), which
-// Complete and Abandon are guarded by, and the progress of a multi-step
-// request, nil for a plain record.
-func changeUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, op string, change func(*values, *progress) (statement, error)) error {
+// phases holds no lock, only its lease, which is checked next. Settle and
+// the releases want the record unfinished (finished false), Forget wants
+// it finished: a record in the other state is refused, and so is one that
+// a live request holds, whichever state its record is in, so that every
+// operator's action decides "held" the same way. change gets the values
+// of the record's own claim (its token and request hash), which Complete
+// and Abandon are guarded by, and the progress of a multi-step request,
+// nil for a plain or finished record.
+func changeRecord[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, op string, finished bool, change func(*values, *progress) (statement, error)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -137,11 +141,11 @@ func changeUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], k
 	switch {
 	case rec == nil || !rec.live(v.createdAt):
 		return fmt.Errorf("idem: %s: %w", op, ErrNotFound)
-	case rec.finished:
+	case rec.finished && !finished:
 		return fmt.Errorf("idem: %s: %w", op, ErrKeyFinished)
 	}
 	var p *progress
-	if s.steps != nil {
+	if !rec.finished && s.steps != nil {
 		if p, err = s.progress(ctx, tx, v); err != nil {
 			return fmt.Errorf("idem: %s: %w", op, err)
 		}
@@ -149,6 +153,9 @@ func changeUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], k
 			return fmt.Errorf("idem: %s: %w: the lease of its multi-step request runs until %s",
 				op, ErrKeyHeld, time.UnixMicro(p.leaseUntil).UTC().Format(time.RFC3339Nano))
 		}
+	}
+	if !rec.finished && finished {
+		return fmt.Errorf("idem: %s: %w", op, ErrKeyUnfinished)
 	}
 	v.token, v.requestHash = rec.token, rec.requestHash
 	st, err := change(v, p)

@@ -57,8 +57,8 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// pgxDriver is idempgx as an idemtest.Driver: Do, DoTx, Refusable, Run and
-// Resume of this package, on pgx transactions of a pool.
+// pgxDriver is idempgx as an idemtest.Driver: Do, DoTx, Refusable, Run,
+// Resume and Forget of this package, on pgx transactions of a pool.
 type pgxDriver struct{ pool *pgxpool.Pool }
 
 // pgxTx is a pgx.Tx as an idemtest.Tx.
@@ -117,6 +117,10 @@ func (d pgxDriver) Run(ctx context.Context, s *idem.Store, key string, reqHash [
 
 func (d pgxDriver) Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
 	return idempgx.New(s).Resume(ctx, d.pool, pgx.TxOptions{}, steps, options...)
+}
+
+func (d pgxDriver) Forget(ctx context.Context, s *idem.Store, key string) error {
+	return idempgx.New(s).Forget(ctx, d.pool, key)
 }
 
 // unwrap returns the pgx.Tx of tx, nil for a nil tx, so that idempgx sees

@@ -173,6 +173,15 @@ func (s *Store) ReleaseUndone(ctx context.Context, db *pgxpool.Pool, key string)
 	return s.e.ReleaseUndone(ctx, poolDB{pool: db}, key)
 }
 
+// Forget is idem.Store.Forget on a pgx pool: it deletes a finished record
+// before its retention window ends, so that the key runs anew.
+func (s *Store) Forget(ctx context.Context, db *pgxpool.Pool, key string) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.Forget(ctx, poolDB{pool: db}, key)
+}
+
 // Purge is idem.Store.Purge on a pgx pool: it deletes expired records,
 // batch at a time.
 func (s *Store) Purge(ctx context.Context, db *pgxpool.Pool, batch int) (int64, error) {

@@ -16,7 +16,8 @@ import (
 // multi-step request left unfinished after its first phase is refused by
 // ReleaseWithoutEffect (its phase committed), settled with a response that
 // retries then replay, and another is deleted by ReleaseUndone; Purge
-// deletes expired records and leaves live ones.
+// deletes expired records and leaves live ones, and Forget the settled
+// one, after which its key runs anew.
 func TestOperatorsOnPgx(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, 4)
@@ -78,5 +79,14 @@ func TestOperatorsOnPgx(t *testing.T) {
 	}
 	if _, err := pg.Lookup(ctx, e.pool, "settled"); err != nil {
 		t.Errorf("Lookup of the live record after Purge: %v", err)
+	}
+	if err := pg.Forget(ctx, nil, "settled"); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Forget with a nil pool: %v, want ErrInvalidArgument", err)
+	}
+	if err := pg.Forget(ctx, e.pool, "settled"); err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if res, err := pg.DoTx(ctx, e.pool, pgx.TxOptions{}, "settled", hashA, e.effect("settled", created)); err != nil || res.Outcome != idem.Claimed {
+		t.Errorf("DoTx after Forget: %v, %v; want the key claimed anew", res.Outcome, err)
 	}
 }

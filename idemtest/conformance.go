@@ -36,7 +36,9 @@ import (
 // statements, a multi-step request that claims and replays, resumes after
 // a failed step, is held by its lease and taken over once it ran out, and
 // is driven to its end by Resume that backs off after a failure. A
-// dialect without Run statements skips those, saying so.
+// dialect without Run statements skips those, saying so. Forget deletes a
+// finished record so that its key runs anew, and never one whose request
+// a transaction or a live lease holds.
 //
 // The properties read what d declares in its Capabilities (see
 // dialect.CapabilitiesOf): a dialect whose database lets one transaction write
@@ -100,6 +102,8 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"RunResumes", testRunResumes},
 		{"RunLease", testRunLease},
 		{"Resume", testResume},
+		{"Forget", testForget},
+		{"ForgetNeverTakesARunningRequest", testForgetRunning},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)

@@ -41,6 +41,8 @@ type Driver interface {
 	// Resume is Store.Resume on the Driver's database, with the
 	// database's default transaction options.
 	Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error)
+	// Forget is Store.Forget on the Driver's database.
+	Forget(ctx context.Context, s *idem.Store, key string) error
 }
 
 // Tx is a transaction of a Driver: the one a property holds, or the one
@@ -131,6 +133,10 @@ func (d sqlDriver) Run(ctx context.Context, s *idem.Store, key string, reqHash [
 
 func (d sqlDriver) Resume(ctx context.Context, s *idem.Store, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
 	return s.Resume(ctx, d.db, nil, steps, options...)
+}
+
+func (d sqlDriver) Forget(ctx context.Context, s *idem.Store, key string) error {
+	return s.Forget(ctx, d.db, key)
 }
 
 // unwrapSQL returns the *sql.Tx of tx, nil for a nil tx.

@@ -10,13 +10,14 @@ import (
 )
 
 // keyHelp is the paragraph of the help of every command that takes a key:
-// inspect, settle and release take it the same way, and say why.
+// inspect, settle, release and forget take it the same way, and say why.
 const keyHelp = `The key is given with -key, as for every command of idem that takes one,
 never as an argument: a key is whatever the client sent, and may begin with
 a dash, and a command that shows or changes a record names which one in so
 many words. A key given as an argument is refused, with exit status 2.`
 
-// keyFlags are the -key and -scope flags of inspect, settle and release.
+// keyFlags are the -key and -scope flags of inspect, settle, release and
+// forget.
 type keyFlags struct {
 	key, scope string
 }

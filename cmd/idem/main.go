@@ -1,7 +1,7 @@
 // Command idem is the operator's tool for a service that keeps idempotency
 // keys with package idem: it creates the table, purges expired keys, shows
 // the record of one key, reports the state of the table, settles or
-// releases a key left unfinished, lists the multi-step requests that have
+// releases a key left unfinished, forgets a finished one, lists the multi-step requests that have
 // not finished, and runs a demo.
 //
 //	go run ./cmd/idem demo                 # the demo, on an embedded SQLite database
@@ -28,14 +28,15 @@ import (
 
 // Exit statuses. Scripts rely on them, so they are part of the interface.
 const (
-	exitOK       = 0
-	exitError    = 1 // the command failed at run time
-	exitUsage    = 2 // bad command line: unknown command, bad flag, missing -dsn
-	exitNotFound = 3 // inspect, settle, release: the key has no live record
-	exitCorrupt  = 4 // inspect: the key's record does not match its checksum
-	exitFinished = 5 // settle, release: the key's request has finished
-	exitHeld     = 6 // settle, release: a live request holds the key, or the database is busy
-	exitPhases   = 7 // release: a multi-step request has committed phases, and -phases-undone is missing
+	exitOK         = 0
+	exitError      = 1 // the command failed at run time
+	exitUsage      = 2 // bad command line: unknown command, bad flag, missing -dsn
+	exitNotFound   = 3 // inspect, settle, release, forget: the key has no live record
+	exitCorrupt    = 4 // inspect: the key's record does not match its checksum
+	exitFinished   = 5 // settle, release: the key's request has finished
+	exitHeld       = 6 // settle, release, forget: a live request holds the key, or the database is busy
+	exitPhases     = 7 // release: a multi-step request has committed phases, and -phases-undone is missing
+	exitUnfinished = 8 // forget: the key's request has not finished, and no live request holds it
 )
 
 // env is what a command may use of the world outside it. main fills it from
@@ -66,6 +67,7 @@ var commands = []command{
 	{"purge", "delete expired keys, in batches", runPurge},
 	{"settle", "store the response of a key left unfinished, for retries to replay", runSettle},
 	{"release", "delete a key left unfinished whose request had no effect", runRelease},
+	{"forget", "delete a finished key before its window ends, so that it runs anew", runForget},
 	{"unfinished", "list the multi-step requests that have not finished, with their steps", runUnfinished},
 }
 

@@ -102,6 +102,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"release", "-dsn", empty}, exitUsage, "idem: release needs -key"},
 		{[]string{"release", "-dsn", empty, "order-1", "-no-effect"}, exitUsage, `idem: release takes the key with -key, not as an argument: idem release -key "order-1" ...`},
 		{[]string{"release", "-dsn", empty, "-key", "order-1"}, exitUsage, "idem: release needs -no-effect: release only a key whose request had no effect"},
+		{[]string{"forget", "-dsn", empty}, exitUsage, "idem: forget needs -key: the key the client sent"},
+		{[]string{"forget", "-dsn", empty, "order-1"}, exitUsage, `idem: forget takes the key with -key, not as an argument: idem forget -key "order-1" ...`},
+		{[]string{"forget", "-dsn", empty, "-key", strings.Repeat("k", 513)}, exitUsage, "idem: a key is 1 to 512 bytes, got 513"},
 		{[]string{"schema"}, exitUsage, "idem: no dialect: set -dialect or IDEM_DIALECT"},
 		{[]string{"demo", "-dialect", "postgres"}, exitUsage, "idem: -dialect postgres needs -dsn"},
 		{[]string{"demo", "-orders", "idem_demo_keys"}, exitUsage, "idem: -orders and -table name the same table"},
@@ -112,6 +115,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"purge", "-dsn", empty, "-table", "other"}, exitError, "idem: table other does not exist"},
 		{[]string{"settle", "-dsn", empty, "-key", "k", "-status", "201", "-body-file", missing}, exitError, "idem: read -body-file: open " + missing + ": no such file"},
 		{[]string{"release", "-dsn", empty, "-key", "k", "-no-effect"}, exitError, "idem: table idempotency_keys does not exist"},
+		{[]string{"forget", "-dsn", empty, "-key", "k"}, exitError, "idem: table idempotency_keys does not exist"},
 		{[]string{"stats", "-dsn", "postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, exitError, "idem: cannot reach the postgres database (check -dsn): "},
 	} {
 		r := runCmd(t, c.args...)

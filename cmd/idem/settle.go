@@ -129,7 +129,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// stuckError turns an error of Settle or ReleaseWithoutEffect into one line
+// stuckError turns an error of Settle, the releases or Forget into one line
 // that says what it means for the key and what to do, with its exit status.
 func stuckError(d *database, k *keyFlags, op string, err error) error {
 	switch {
