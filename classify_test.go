@@ -3,9 +3,11 @@ package idem_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lib/pq"
 
 	"github.com/idemgo/idem"
@@ -94,5 +96,26 @@ func TestClassifyMySQLErrorNumber(t *testing.T) {
 		if got := d.Classify(numberedError(1213)); got != dialect.ErrorOther {
 			t.Errorf("%s: Classify of a MySQL number = %v, want ErrorOther", d.Name(), got)
 		}
+	}
+}
+
+// TestPostgresHintPreparedStatements shows that the PostgreSQL dialect
+// explains both errors of a driver's prepared statements behind a pooler in
+// transaction mode, from lib/pq and from pgx, wrapped or not, and leaves
+// other errors of PostgreSQL's without a hint.
+func TestPostgresHintPreparedStatements(t *testing.T) {
+	h := idem.Postgres().(dialect.Hinter)
+	for _, err := range []error{
+		&pq.Error{Code: "42P05"},
+		&pq.Error{Code: "26000"},
+		&pgconn.PgError{Code: "42P05"},
+		fmt.Errorf("claim: %w", &pgconn.PgError{Code: "26000"}),
+	} {
+		if hint := h.Hint(err); !strings.Contains(hint, "default_query_exec_mode=exec") {
+			t.Errorf("Hint(%v) = %q, want one that names default_query_exec_mode=exec", err, hint)
+		}
+	}
+	if hint := h.Hint(&pgconn.PgError{Code: "40001"}); hint != "" {
+		t.Errorf("Hint(40001) = %q, want none", hint)
 	}
 }

@@ -63,6 +63,18 @@ func forEachWithTiDB(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.SkipMissingTiDB(t)
 }
 
+// forEachPooled is forEachWithTiDB, with PostgreSQL behind PgBouncer after
+// the other targets, through lib/pq and pgx: for the tests that show idem
+// behind a pooler in transaction mode.
+func forEachPooled(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	forEachWithTiDB(t, f)
+	for _, tg := range dbtest.PgBouncerTargets() {
+		t.Run(tg.Name, func(t *testing.T) { f(t, tg) })
+	}
+	dbtest.SkipMissingPgBouncer(t)
+}
+
 // forEachRunTarget is forEachWithTiDB for the tests of multi-step
 // requests, without TiDB's optimistic target: it wraps idem.TiDB() in a
 // dialect of the tests' own, and a dialect from outside the package has no

@@ -28,9 +28,9 @@ var (
 )
 
 // TestConformance runs the whole contract of Do on every database the tests
-// reach, through each built-in dialect.
+// reach, through each built-in dialect, and on PostgreSQL behind PgBouncer.
 func TestConformance(t *testing.T) {
-	forEachWithTiDB(t, func(t *testing.T, tg target) {
+	forEachPooled(t, func(t *testing.T, tg target) {
 		idemtest.TestDialect(t, tg.Dialect, func(t *testing.T) *sql.DB { return tg.Open(t) })
 	})
 }

@@ -183,8 +183,32 @@ func (postgres) Classify(err error) ErrorKind {
 	return ErrorOther
 }
 
-// Hint names the database family of an error that is not PostgreSQL's.
-func (postgres) Hint(err error) string { return wrongServer(err, "PostgreSQL") }
+// PostgreSQL error codes that Hint explains: a named prepared statement
+// that the session has already, or has not.
+const (
+	pgDuplicatePreparedStatement = "42P05"
+	pgInvalidStatementName       = "26000"
+)
+
+// Hint names the database family of an error that is not PostgreSQL's, and
+// explains the errors of a driver's prepared statements behind a pooler.
+// idem's statements prepare no names of their own: a driver that prepares
+// and caches them (pgx by default) meets, behind a pooler in transaction
+// mode, a session where another client's driver prepared the same name
+// (42P05), or one without the name it prepared in another session (26000).
+// Only the driver can avoid it, with a setting the error cannot give,
+// so the hint names it.
+func (postgres) Hint(err error) string {
+	var e interface{ SQLState() string }
+	if errors.As(err, &e) {
+		switch e.SQLState() {
+		case pgDuplicatePreparedStatement, pgInvalidStatementName:
+			return "the driver's prepared statements met another client's session: behind a pooler in transaction mode, " +
+				"such as PgBouncer, open pgx with default_query_exec_mode=exec, as idem's docs/pgx.md says"
+		}
+	}
+	return wrongServer(err, "PostgreSQL")
+}
 
 // The catalog answers TableInspector's questions.
 var _ TableInspector = postgres{}

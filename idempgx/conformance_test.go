@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // envPostgres names the PostgreSQL that scripts/test starts.
@@ -28,12 +29,42 @@ const torturePool = 36
 // TestConformance runs idemtest's whole contract of Do, DoTx, Run and
 // Resume on idempgx: the Store's calls, the Funcs' statements and the transactions the
 // properties hold go through pgx's own interface, while the suite sets up
-// and inspects the same tables through pgx's database/sql driver.
+// and inspects the same tables through pgx's database/sql driver. It runs
+// on PostgreSQL itself and behind PgBouncer in transaction mode, where the
+// pool and the suite's database/sql connections open pgx with
+// dbtest.PgxPoolerParams.
 func TestConformance(t *testing.T) {
-	source := os.Getenv(envPostgres)
-	if source == "" {
-		t.Skip(envPostgres + " is not set: run scripts/test from the repository root, which starts PostgreSQL")
+	for _, tg := range pgxTargets() {
+		t.Run(tg.name, func(t *testing.T) {
+			if tg.dsn == "" {
+				t.Skip(tg.skip)
+			}
+			conformance(t, tg.dsn)
+		})
 	}
+}
+
+// pgxTarget is a PostgreSQL that the tests of pgx's pools run against, or
+// why they cannot.
+type pgxTarget struct {
+	name, dsn, skip string
+}
+
+// pgxTargets are PostgreSQL itself and PostgreSQL behind PgBouncer, each
+// with the reason to skip it when scripts/test did not start it.
+func pgxTargets() []pgxTarget {
+	bouncer := dbtest.PgBouncerDSN()
+	if bouncer != "" {
+		bouncer = dbtest.WithParams(bouncer, dbtest.PgxPoolerParams)
+	}
+	return []pgxTarget{
+		{name: "postgres/pgxpool", dsn: os.Getenv(envPostgres),
+			skip: envPostgres + " is not set: run scripts/test from the repository root, which starts PostgreSQL"},
+		{name: "postgres/pgbouncer/pgxpool", dsn: bouncer, skip: dbtest.SkipPgBouncerReason},
+	}
+}
+
+func conformance(t *testing.T, source string) {
 	open := func(t *testing.T) *sql.DB {
 		db, err := sql.Open("pgx", source)
 		if err != nil {

@@ -34,8 +34,20 @@ import (
 // naming that effect's attempt, and no client may have been answered with
 // the response of an attempt whose effect was rolled back. A run that
 // provoked no serialization failure or deadlock fails: it showed nothing.
+// It runs on PostgreSQL itself and behind PgBouncer in transaction mode.
 func TestContention(t *testing.T) {
-	e := setup(t, 20)
+	for _, tg := range pgxTargets() {
+		t.Run(tg.name, func(t *testing.T) {
+			if tg.dsn == "" {
+				t.Skip(tg.skip)
+			}
+			contention(t, tg.dsn)
+		})
+	}
+}
+
+func contention(t *testing.T, url string) {
+	e := setupOn(t, url, 20)
 	ctx := context.Background()
 	accounts := "accounts_" + strings.TrimPrefix(e.Table, "idem_")
 	if _, err := e.DB.Exec("CREATE TABLE " + accounts + " (id INT PRIMARY KEY, n BIGINT NOT NULL)"); err != nil {

@@ -39,7 +39,12 @@ type env struct {
 // Store gets opts.
 func setup(t testing.TB, maxConns int32, opts ...idem.Option) *env {
 	t.Helper()
-	url := dsn(t)
+	return setupOn(t, dsn(t), maxConns, opts...)
+}
+
+// setupOn is setup on the PostgreSQL of url.
+func setupOn(t testing.TB, url string, maxConns int32, opts ...idem.Option) *env {
+	t.Helper()
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,9 @@
 // servers they can reach (this file), the targets they run against, SQLite
 // and those servers (target.go), and each test's store and effect table
 // (env.go, effects.go). scripts/test starts PostgreSQL, MariaDB and MySQL on
-// loopback and names them in environment variables; without them, the
-// server tests show as skipped subtests that say how to run them.
+// loopback, and PgBouncer in front of the PostgreSQL (pgbouncer.go), and
+// names them in environment variables; without them, the server tests show
+// as skipped subtests that say how to run them.
 //
 // Package idemtest, which users import in their own tests, uses Env and
 // Effects too: nothing here may import a database driver. The test packages
