@@ -3,11 +3,7 @@ package idem_test
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/dbtest"
@@ -30,25 +26,14 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 	if dbtest.PgBouncerDSN() == "" {
 		t.Skip(dbtest.SkipPgBouncerReason)
 	}
-	for _, c := range []struct {
-		mode  string // default_query_exec_mode, "" for pgx's default
-		fails bool
-	}{
-		{mode: "", fails: true},
-		{mode: "exec"},
-		{mode: "simple_protocol"},
-	} {
-		name := c.mode
-		if name == "" {
-			name = "default"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range dbtest.PgxExecModes {
+		t.Run(dbtest.PgxExecModeName(c.Mode), func(t *testing.T) {
 			// The Store's table, created through the big pool.
 			e := setup(t, dbtest.PgBouncerTargets()[0])
 			single := dbtest.PgBouncerSingleSession(t, "pgx")
 			source := single
-			if c.mode != "" {
-				source = dbtest.WithParams(single, "default_query_exec_mode="+c.mode)
+			if c.Mode != "" {
+				source = dbtest.WithParams(single, "default_query_exec_mode="+c.Mode)
 			}
 			var clients [2]*sql.DB
 			for i := range clients {
@@ -64,7 +49,7 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 			res, err := e.Store.DoTx(ctx, clients[0], nil, "k0", hashA, e.Effect("k0", created))
 			wantOutcome(t, res, err, idem.Claimed)
 			res, err = e.Store.DoTx(ctx, clients[1], nil, "k1", hashA, e.Effect("k1", created))
-			if !c.fails {
+			if !c.Fails {
 				wantOutcome(t, res, err, idem.Claimed)
 				// And the first client again, on the session the second
 				// used last.
@@ -72,17 +57,7 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 				wantOutcome(t, res, err, idem.Claimed)
 				return
 			}
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "42P05" {
-				t.Fatalf("the second client's DoTx: %v, %v; want SQLSTATE 42P05 (prepared statement already exists)", res.Outcome, err)
-			}
-			if !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
-				t.Errorf("the error does not say what to set: %v", err)
-			}
-			t.Log(err)
-			if n := e.EffectCount(t, "k1"); n != 0 {
-				t.Errorf("the failed request left %d effects", n)
-			}
+			dbtest.WantPreparedStatementClash(t, err, e.EffectCount(t, "k1"))
 		})
 	}
 }

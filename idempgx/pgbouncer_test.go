@@ -2,12 +2,9 @@ package idempgx_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgo/idem"
@@ -27,25 +24,14 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 	if dbtest.PgBouncerDSN() == "" {
 		t.Skip(dbtest.SkipPgBouncerReason)
 	}
-	for _, c := range []struct {
-		mode  string // default_query_exec_mode, "" for pgx's default
-		fails bool
-	}{
-		{mode: "", fails: true},
-		{mode: "exec"},
-		{mode: "simple_protocol"},
-	} {
-		name := c.mode
-		if name == "" {
-			name = "default"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range dbtest.PgxExecModes {
+		t.Run(dbtest.PgxExecModeName(c.Mode), func(t *testing.T) {
 			// The Store's tables, created through the big pool.
 			e := setupOn(t, dbtest.WithParams(dbtest.PgBouncerDSN(), dbtest.PgxPoolerParams), 1)
 			single := dbtest.PgBouncerSingleSession(t, "pgx")
 			source := single
-			if c.mode != "" {
-				source = dbtest.WithParams(single, "default_query_exec_mode="+c.mode)
+			if c.Mode != "" {
+				source = dbtest.WithParams(single, "default_query_exec_mode="+c.Mode)
 			}
 			ctx := context.Background()
 			var pools [2]*pgxpool.Pool
@@ -66,23 +52,13 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 			res, err := pg.DoTx(ctx, pools[0], pgx.TxOptions{}, "k0", hashA, e.effect("k0", created))
 			claimed(t, res, err)
 			res, err = pg.DoTx(ctx, pools[1], pgx.TxOptions{}, "k1", hashA, e.effect("k1", created))
-			if !c.fails {
+			if !c.Fails {
 				claimed(t, res, err)
 				res, err = pg.DoTx(ctx, pools[0], pgx.TxOptions{}, "k2", hashA, e.effect("k2", created))
 				claimed(t, res, err)
 				return
 			}
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "42P05" {
-				t.Fatalf("the second pool's DoTx: %v, %v; want SQLSTATE 42P05 (prepared statement already exists)", res.Outcome, err)
-			}
-			if !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
-				t.Errorf("the error does not say what to set: %v", err)
-			}
-			t.Log(err)
-			if n := e.EffectCount(t, "k1"); n != 0 {
-				t.Errorf("the failed request left %d effects", n)
-			}
+			dbtest.WantPreparedStatementClash(t, err, e.EffectCount(t, "k1"))
 		})
 	}
 }

@@ -3,6 +3,7 @@ package dbtest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -124,4 +125,42 @@ func PgBouncerSingleSession(t testing.TB, driver string) string {
 		t.Fatalf("deallocate the single session's statements: %v", err)
 	}
 	return single
+}
+
+// PgxExecModes are the query exec modes of pgx that
+// TestPgBouncerPreparedStatements runs behind PgBouncer, in the root and
+// in idempgx: pgx's default (Mode ""), which Fails there, and the two that
+// prepare no named statement.
+var PgxExecModes = []struct {
+	Mode  string // default_query_exec_mode, "" for pgx's default
+	Fails bool
+}{{Mode: "", Fails: true}, {Mode: "exec"}, {Mode: "simple_protocol"}}
+
+// PgxExecModeName names mode in a subtest: "default" for pgx's own.
+func PgxExecModeName(mode string) string {
+	if mode == "" {
+		return "default"
+	}
+	return mode
+}
+
+// WantPreparedStatementClash fails t unless err, the error of the second
+// client's DoTx behind a pooler, is PostgreSQL's SQLSTATE 42P05 (a
+// prepared statement that already exists) with the hint that says what to
+// set, and the request left no effect.
+func WantPreparedStatementClash(t testing.TB, err error, effects int) {
+	t.Helper()
+	// pgconn.PgError's method, so that this package, which idemtest
+	// imports, links no driver.
+	var coded interface{ SQLState() string }
+	if !errors.As(err, &coded) || coded.SQLState() != "42P05" {
+		t.Fatalf("the second client's DoTx: %v; want SQLSTATE 42P05 (prepared statement already exists)", err)
+	}
+	if !strings.Contains(err.Error(), PgxPoolerParams) {
+		t.Errorf("the error does not say what to set: %v", err)
+	}
+	t.Log(err)
+	if effects != 0 {
+		t.Errorf("the failed request left %d effects", effects)
+	}
 }
