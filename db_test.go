@@ -75,6 +75,24 @@ func forEachPooled(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.SkipMissingPgBouncer(t)
 }
 
+// forEachScaled is forEachPooled, with PostgreSQL distributed by Citus after
+// the other targets, through lib/pq and pgx on its coordinator: for the
+// tests that show idem where PostgreSQL is pooled or distributed.
+func forEachScaled(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	forEachPooled(t, f)
+	forEachCitus(t, f)
+}
+
+// forEachCitus runs f on the Citus targets alone, or shows them skipped.
+func forEachCitus(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, tg := range dbtest.CitusTargets() {
+		t.Run(tg.Name, func(t *testing.T) { f(t, tg) })
+	}
+	dbtest.SkipMissingCitus(t)
+}
+
 // forEachRunTarget is forEachWithTiDB for the tests of multi-step
 // requests, without TiDB's optimistic target: it wraps idem.TiDB() in a
 // dialect of the tests' own, and a dialect from outside the package has no

@@ -28,9 +28,10 @@ var (
 )
 
 // TestConformance runs the whole contract of Do on every database the tests
-// reach, through each built-in dialect, and on PostgreSQL behind PgBouncer.
+// reach, through each built-in dialect, on PostgreSQL behind PgBouncer, and
+// on Citus through its coordinator.
 func TestConformance(t *testing.T) {
-	forEachPooled(t, func(t *testing.T, tg target) {
+	forEachScaled(t, func(t *testing.T, tg target) {
 		idemtest.TestDialect(t, tg.Dialect, func(t *testing.T) *sql.DB { return tg.Open(t) })
 	})
 }
