@@ -28,11 +28,14 @@ var (
 )
 
 // TestConformance runs the whole contract of Do on every database the tests
-// reach, through each built-in dialect, and on PostgreSQL behind PgBouncer.
+// reach, through each built-in dialect, on PostgreSQL behind PgBouncer, and
+// on Vitess's sharded keyspace.
 func TestConformance(t *testing.T) {
-	forEachPooled(t, func(t *testing.T, tg target) {
+	conform := func(t *testing.T, tg target) {
 		idemtest.TestDialect(t, tg.Dialect, func(t *testing.T) *sql.DB { return tg.Open(t) })
-	})
+	}
+	forEachPooled(t, conform)
+	forEachVitess(t, conform)
 }
 
 func sameResponse(t *testing.T, got, want idem.Response) {
