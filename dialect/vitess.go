@@ -9,21 +9,21 @@ import "time"
 // the table of MySQL and MariaDB.
 //
 // vtgate sends each statement of a claim to the one shard of its key, but
-// the MySQL dialect's claim cannot go there: vtgate refuses CALL on a
-// sharded keyspace, and a SET of innodb_lock_wait_timeout inside a
-// transaction opens it on every shard, which a vtgate with
-// transaction_mode SINGLE refuses and one without commits shard by shard,
-// without atomicity. Nor can a claim bound its lock wait per statement:
-// MySQL ignores SET_VAR for innodb_lock_wait_timeout, and Vitess's
-// QUERY_TIMEOUT_MS, once it fires in a transaction, kills the shard's
-// connection and with it the caller's transaction, whose later statements
-// then run in a new one (docs/scaling.md shows both). So the claim waits
-// for a held key as long as the session's innodb_lock_wait_timeout, which
-// the service sets for every connection in its DSN
+// the MySQL dialect's claim cannot go there: vtgate's parser does not take
+// the CREATE PROCEDURE of its Migrate, and it refuses CALL on a sharded
+// keyspace. Nor does a statement of the claim bound its own lock wait:
+// MySQL ignores SET_VAR for innodb_lock_wait_timeout, its MAX_EXECUTION_TIME
+// bounds a SELECT alone, and Vitess's QUERY_TIMEOUT_MS, once it fires in a
+// transaction, kills the shard's connection and with it the writes of the
+// caller's transaction so far, whose later statements then commit on their
+// own (docs/scaling.md shows each). A SET of the session's
+// innodb_lock_wait_timeout around the claim reaches the shard, but would
+// outlive the claim as it would on MySQL (see MySQL). So the claim waits for
+// a held key as long as the session's innodb_lock_wait_timeout, which the
+// service sets once for every connection in its DSN
 // (innodb_lock_wait_timeout=1, say): go-sql-driver/mysql sends it when it
-// connects, before any transaction, and vtgate then applies it on each
-// shard's connection of the session. The Store's lock timeout plays no part
-// in the claim.
+// connects, and vtgate applies it on each shard's connection of the
+// session. The Store's lock timeout plays no part in the claim.
 //
 // The claim is TiDB's without its hint, two statements on the key's shard:
 // INSERT ... ON DUPLICATE KEY UPDATE, which inserts the record, takes over
