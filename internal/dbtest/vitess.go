@@ -56,9 +56,26 @@ func sharded(d idem.Dialect) bool { return d.Name() == "vitess" }
 // session that took it).
 const vschemaLock = "idem_test_vschema"
 
-// addVindex shards table by column with the keyspace's xxhash vindex, and
-// takes the table out of the VSchema at the end of t, before it is
-// dropped.
+// AddVindex shards table, on Vitess's keyspace, by column with the
+// keyspace's xxhash vindex, and takes the table out of the VSchema at the
+// end of t, before a cleanup registered earlier drops it: for a test's own
+// tables beside those of Setup, which it shards itself.
+func AddVindex(t testing.TB, db *sql.DB, table, column string) {
+	t.Helper()
+	addVindex(t, db, table, column)
+}
+
+// ShardOf returns the shard of Vitess's keyspace, such as "-80", where the
+// xxhash vindex puts value, as vtgate computes it, without reaching a shard:
+// q may be a transaction that must stay on one.
+func ShardOf(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, value any) (string, error) {
+	var shard string
+	err := q.QueryRowContext(ctx, "SELECT shard FROM xxhash WHERE id = ?", value).Scan(&shard)
+	return shard, err
+}
+
 func addVindex(t testing.TB, db *sql.DB, table, column string) {
 	t.Helper()
 	alterVSchema(t, db, "ALTER VSCHEMA ON "+table+" ADD VINDEX xxhash("+column+") USING xxhash")
