@@ -100,15 +100,24 @@ func TestVitessQueryTimeoutEndsTransaction(t *testing.T) {
 // TestVitessMaxExecutionTimeEndsStatement shows the bound that MySQL itself
 // puts on one locking read: the optimizer hint MAX_EXECUTION_TIME, which
 // vtgate passes on, interrupts the SELECT ... FOR UPDATE alone (MySQL's
-// error 3024), and the transaction goes on with its writes. MySQL applies it
-// to SELECT alone, not to the INSERT of a claim.
+// error 3024), and the transaction goes on with its writes. MySQL ignores
+// it on the INSERT of a claim, which waits the session's lock wait.
 func TestVitessMaxExecutionTimeEndsStatement(t *testing.T) {
 	forEachVitess(t, func(t *testing.T, tg target) {
 		e, holder, tx := heldOnItsShard(t, tg)
 		ctx := context.Background()
+		// On an INSERT, MySQL ignores the hint: the insert waits the
+		// session's innodb_lock_wait_timeout, the target's 1 s.
 		start := time.Now()
+		_, err := tx.ExecContext(ctx, "INSERT /*+ MAX_EXECUTION_TIME(300) */ INTO "+e.Table+
+			" (`key`, request_hash, token, created_at, expires_at) VALUES (?, ?, 1, 0, 0) ON DUPLICATE KEY UPDATE token = token", []byte("k"), hashA)
+		if my := vitessError(t, "the hinted insert", err); my.Number != 1205 {
+			t.Errorf("the hinted insert: error %d %q, want 1205, the session's lock wait", my.Number, my.Message)
+		}
+		waited(t, "the hinted insert", time.Since(start), time.Second, time.Second+vitessSlack)
+		start = time.Now()
 		var token int64
-		err := tx.QueryRowContext(ctx, "SELECT /*+ MAX_EXECUTION_TIME(300) */ token FROM "+e.Table+" WHERE `key` = ? FOR UPDATE", []byte("k")).Scan(&token)
+		err = tx.QueryRowContext(ctx, "SELECT /*+ MAX_EXECUTION_TIME(300) */ token FROM "+e.Table+" WHERE `key` = ? FOR UPDATE", []byte("k")).Scan(&token)
 		elapsed := time.Since(start)
 		if my := vitessError(t, "the read that waits for the held record", err); my.Number != 3024 || strings.Contains(my.Message, "killing connection") {
 			t.Errorf("error %d %q, want MySQL's 3024", my.Number, my.Message)
