@@ -237,7 +237,11 @@ func TestRunProviderFaults(t *testing.T) {
 // test prints the time it took. The targets run in parallel, since each
 // waits out a real lease.
 func TestRunRecoversAfterKill(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	each := func(f func(t *testing.T, tg target)) {
+		forEach(t, f)
+		forEachVitess(t, f)
+	}
+	each(func(t *testing.T, tg target) {
 		if strings.Contains(tg.Name, "interpolate") {
 			t.Skip("the same statements as the target without the driver's settings")
 		}
