@@ -291,3 +291,52 @@ func TestVitessPurgeAcrossShards(t *testing.T) {
 		}
 	})
 }
+
+// TestVitessLockingReadBeforeInsert shows why a claim cannot put a bounded
+// locking read before its insert to honour the Store's lock timeout: under
+// REPEATABLE READ, two claims of one new key both read no record, each
+// locking the gap where it would be, and then both insert, which makes one
+// of them a deadlock victim (1213), its whole transaction rolled back.
+func TestVitessLockingReadBeforeInsert(t *testing.T) {
+	forEachVitess(t, func(t *testing.T, tg target) {
+		e := setup(t, tg)
+		ctx := context.Background()
+		read := "SELECT /*+ MAX_EXECUTION_TIME(300) */ token FROM " + e.Table + " WHERE `key` = ? FOR UPDATE"
+		insert := "INSERT INTO " + e.Table + " (`key`, request_hash, token, created_at, expires_at) VALUES (?, ?, ?, 0, 0)"
+		var txs [2]*sql.Tx
+		for i := range txs {
+			txs[i] = e.Begin(t, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+			// Long enough that the first insert's wait outlasts any delay
+			// of the second: the deadlock ends it, not the timeout.
+			if _, err := txs[i].ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 60"); err != nil {
+				t.Fatal(err)
+			}
+			var token int64
+			if err := txs[i].QueryRowContext(ctx, read, []byte("new")).Scan(&token); !errors.Is(err, sql.ErrNoRows) {
+				t.Fatalf("claim %d's read: %v, want no row", i, err)
+			}
+		}
+		first := make(chan error, 1)
+		go func() {
+			_, err := txs[0].ExecContext(ctx, insert, []byte("new"), hashA, 1)
+			first <- err
+		}()
+		// The first insert waits for the second claim's gap lock, or,
+		// should it run second, meets the second's wait: either way one
+		// of the two is the victim.
+		_, second := txs[1].ExecContext(ctx, insert, []byte("new"), hashA, 2)
+		var victims int
+		for i, err := range []error{second, <-first} {
+			if err == nil {
+				continue
+			}
+			if my := vitessError(t, "an insert", err); my.Number != 1213 {
+				t.Errorf("insert %d: error %d %q, want 1213", i, my.Number, my.Message)
+			}
+			victims++
+		}
+		if victims != 1 {
+			t.Errorf("%d deadlock victims, want 1", victims)
+		}
+	})
+}

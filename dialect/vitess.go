@@ -4,23 +4,24 @@ import "time"
 
 // Vitess returns the dialect of MySQL behind Vitess's vtgate, for the
 // github.com/go-sql-driver/mysql driver, on a sharded keyspace whose
-// VSchema shards idem's table by its key column (with the xxhash vindex,
-// say: the hash vindex takes numbers only, and the key is bytes). It uses
-// the table of MySQL and MariaDB.
+// VSchema shards idem's table by its key column, with the xxhash vindex,
+// which hashes bytes. It uses the table of MySQL and MariaDB.
 //
 // vtgate sends each statement of a claim to the one shard of its key, but
 // the MySQL dialect's claim cannot go there: vtgate's parser does not take
 // the CREATE PROCEDURE of its Migrate, and it refuses CALL on a sharded
 // keyspace. Nor does a statement of the claim bound its own lock wait:
-// MySQL ignores SET_VAR for innodb_lock_wait_timeout, its MAX_EXECUTION_TIME
-// bounds a SELECT alone, and Vitess's QUERY_TIMEOUT_MS, once it fires in a
+// MySQL ignores SET_VAR for innodb_lock_wait_timeout; its
+// MAX_EXECUTION_TIME bounds a SELECT alone, and a locking read so bounded
+// before the insert makes two claims of one new key deadlock under
+// REPEATABLE READ; and Vitess's QUERY_TIMEOUT_MS, once it fires in a
 // transaction, kills the shard's connection and with it the writes of the
 // caller's transaction so far, whose later statements then commit on their
 // own (docs/scaling.md shows each). A SET of the session's
 // innodb_lock_wait_timeout around the claim reaches the shard, but would
-// outlive the claim as it would on MySQL (see MySQL). So the claim waits for
-// a held key as long as the session's innodb_lock_wait_timeout, which the
-// service sets once for every connection in its DSN
+// outlive the claim as it would on MySQL (see MySQL). So the claim waits
+// for a held key as long as the session's innodb_lock_wait_timeout, which
+// the service sets once for every connection in its DSN
 // (innodb_lock_wait_timeout=1, say): go-sql-driver/mysql sends it when it
 // connects, and vtgate applies it on each shard's connection of the
 // session. The Store's lock timeout plays no part in the claim.
