@@ -74,6 +74,19 @@ func forEachVitess(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.SkipMissingVitess(t)
 }
 
+// vitessWithSettings is the Vitess target, and the same with the driver
+// settings that targets adds for the MySQL family: they must not change
+// any outcome through vtgate either.
+func vitessWithSettings() []target {
+	var ts []target
+	for _, tg := range dbtest.VitessTargets() {
+		settings := withParams(tg, "interpolateParams=true&clientFoundRows=true&multiStatements=true")
+		settings.Name += "/interpolate+foundrows+multi"
+		ts = append(ts, tg, settings)
+	}
+	return ts
+}
+
 // forEachPooled is forEachWithTiDB, with PostgreSQL behind PgBouncer after
 // the other targets, through lib/pq and pgx: for the tests that show idem
 // behind a pooler in transaction mode.
