@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The tests of this file show what vtgate does with the statements that a
@@ -337,6 +338,49 @@ func TestVitessLockingReadBeforeInsert(t *testing.T) {
 		}
 		if victims != 1 {
 			t.Errorf("%d deadlock victims, want 1", victims)
+		}
+	})
+}
+
+// TestVitessUnfinishedAcrossShards shows that Store.Unfinished, which reads
+// every shard outside a transaction, lists the unfinished multi-step
+// requests of both shards through vtgate, oldest first, within its limit.
+func TestVitessUnfinishedAcrossShards(t *testing.T) {
+	forEachVitess(t, func(t *testing.T, tg target) {
+		clock := time.Now()
+		e := setup(t, tg, idem.WithClock(func() time.Time { return clock }))
+		ctx := context.Background()
+		keys := []string{"a", "b", "c", "d", "e", "f"}
+		shards := map[string]bool{}
+		for _, key := range keys {
+			shard, err := dbtest.ShardOf(ctx, e.DB, []byte(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shards[shard] = true
+			failed := errors.New("the provider is down")
+			_, err = e.Store.Run(ctx, e.DB, nil, key, hashA,
+				idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error { return e.Effects.Insert(ctx, tx, key, "order") }),
+				idem.Call("charge", func(context.Context, string) error { return failed }),
+				idem.Final("confirm", func(context.Context, *sql.Tx) (idem.Response, error) { return created, nil }))
+			if !errors.Is(err, failed) {
+				t.Fatalf("Run %s: %v, want the call's error", key, err)
+			}
+			clock = clock.Add(time.Second)
+		}
+		if len(shards) != 2 {
+			t.Fatalf("the keys are on %d shards, want both", len(shards))
+		}
+		got, err := e.Store.Unfinished(ctx, e.DB, 0, 4)
+		if err != nil {
+			t.Fatalf("Unfinished: %v", err)
+		}
+		var names []string
+		for _, u := range got {
+			names = append(names, u.Key)
+		}
+		if !slices.Equal(names, keys[:4]) {
+			t.Errorf("Unfinished = %q, want the four oldest, %q", names, keys[:4])
 		}
 	})
 }
