@@ -56,6 +56,14 @@ func TestClassify(t *testing.T) {
 		{idem.MariaDB(), my(9007), dialect.ErrorRetry},
 		{idem.MariaDB(), my(1205), dialect.ErrorLockTimeout},
 		{idem.MySQL(), errors.New("Error 1213: not the driver's type"), dialect.ErrorOther},
+		// Vitess passes MySQL's numbers on: the lock wait of the session
+		// (1205) and a deadlock. A transaction that vtgate refuses on a
+		// second shard (1317) is neither, nor is a query that vttablet
+		// killed with its connection (3024, QUERY_TIMEOUT_MS).
+		{idem.Vitess(), my(1205), dialect.ErrorLockTimeout},
+		{idem.Vitess(), my(1213), dialect.ErrorRetry},
+		{idem.Vitess(), my(1317), dialect.ErrorOther},
+		{idem.Vitess(), my(3024), dialect.ErrorOther},
 	} {
 		for _, err := range []error{c.err, fmt.Errorf("wrapped: %w", c.err)} {
 			if got := c.dialect.Classify(err); got != c.want {

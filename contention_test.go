@@ -47,7 +47,12 @@ func TestContention(t *testing.T) {
 	if *contentionFull {
 		size = fullContention
 	}
-	forEachScaled(t, func(t *testing.T, tg target) {
+	each := func(f func(t *testing.T, tg target)) {
+		forEachPooled(t, f)
+		forEachVitess(t, f)
+		forEachCitus(t, f)
+	}
+	each(func(t *testing.T, tg target) {
 		settings, skip := contentionSettings(tg)
 		if skip != "" {
 			t.Skip(skip)
@@ -149,6 +154,14 @@ func contentionSettings(tg target) ([]contentionSetting, string) {
 			ss = append(ss, contentionSetting{name: levelName(level), tg: tg, opts: &sql.TxOptions{Isolation: level}})
 		}
 		return ss, ""
+	case "vitess":
+		// A request's transfer keeps to the shard of its key, between
+		// hot accounts there (shardAccounts).
+		var ss []contentionSetting
+		for _, level := range []sql.IsolationLevel{sql.LevelReadCommitted, sql.LevelRepeatableRead} {
+			ss = append(ss, contentionSetting{name: levelName(level), tg: tg, opts: &sql.TxOptions{Isolation: level}})
+		}
+		return ss, ""
 	case "tidb", "tidb/optimistic":
 		// TiDB's optimistic transactions offer its snapshot isolation
 		// alone, which database/sql's default asks for.
@@ -186,7 +199,11 @@ type contention struct {
 	size    contentionSize
 
 	read, update string // statements on the hot accounts
-	ledger       string // the table of SQLite's long write, or ""
+	// shardAccounts, on Vitess's sharded keyspace, are the ids of the hot
+	// accounts on each shard, size.accounts of them: a transaction may
+	// touch one shard, the key's.
+	shardAccounts map[string][]int
+	ledger        string // the table of SQLite's long write, or ""
 
 	keys     []string     // every key issued, written only by run
 	winding  atomic.Bool  // run issues no more keys
@@ -216,7 +233,11 @@ func newContention(t *testing.T, s contentionSetting, size contentionSize) *cont
 	e.DB.SetMaxIdleConns(size.workers + 4)
 	c := &contention{t: t, e: e, opts: s.opts, hangUps: s.hangUps, size: size}
 	accounts := c.createTable("accounts")
-	c.fill(accounts, size.accounts)
+	if s.tg.Name == "vitess" {
+		c.fillShards(accounts)
+	} else {
+		c.fill(accounts, size.accounts)
+	}
 	ph := e.Dialect.Placeholder
 	c.read = fmt.Sprintf("SELECT n FROM %s WHERE id = %s", accounts, ph(1))
 	c.update = fmt.Sprintf("UPDATE %s SET n = n + %s WHERE id = %s", accounts, ph(1), ph(2))
@@ -250,6 +271,34 @@ func (c *contention) fill(table string, rows int) {
 	}
 	if _, err := c.e.DB.Exec("INSERT INTO " + table + " (id, n) VALUES " + strings.Join(values, ", ")); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+// fillShards shards the accounts table of Vitess by id and fills it with
+// size.accounts hot accounts on each shard, one row a statement, since
+// vtgate refuses a statement on two shards.
+func (c *contention) fillShards(table string) {
+	dbtest.AddVindex(c.t, c.e.DB, table, "id")
+	ctx := context.Background()
+	c.shardAccounts = make(map[string][]int)
+	for id, full := 0, 0; full < 2; id++ {
+		if id == 1000 {
+			c.t.Fatalf("1000 ids fill fewer than two shards with %d accounts: %v", c.size.accounts, c.shardAccounts)
+		}
+		shard, err := dbtest.ShardOf(ctx, c.e.DB, id)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if len(c.shardAccounts[shard]) == c.size.accounts {
+			continue
+		}
+		if _, err := c.e.DB.Exec(fmt.Sprintf("INSERT INTO %s (id, n) VALUES (%d, 0)", table, id)); err != nil {
+			c.t.Fatal(err)
+		}
+		c.shardAccounts[shard] = append(c.shardAccounts[shard], id)
+		if len(c.shardAccounts[shard]) == c.size.accounts {
+			full++
+		}
 	}
 }
 
@@ -430,7 +479,7 @@ func (c *contention) work(ctx context.Context, tx *sql.Tx, key, attempt string) 
 	if err := c.statement(ctx, func() error { return c.e.Effects.Insert(ctx, tx, key, attempt) }); err != nil {
 		return err
 	}
-	if err := c.transfer(ctx, tx); err != nil {
+	if err := c.transfer(ctx, tx, key); err != nil {
 		return err
 	}
 	if c.ledger != "" {
@@ -445,8 +494,16 @@ func (c *contention) work(ctx context.Context, tx *sql.Tx, key, attempt string) 
 // check; the random orders make deadlocks. (Two rows are enough: with
 // three, PostgreSQL, which looks for deadlocks only after a transaction
 // has waited a second, spends most of a READ COMMITTED run waiting.)
-func (c *contention) transfer(ctx context.Context, tx *sql.Tx) error {
+func (c *contention) transfer(ctx context.Context, tx *sql.Tx, key string) error {
 	ids := rand.Perm(c.size.accounts)[:2]
+	if c.shardAccounts != nil {
+		var shard string
+		if err := c.statement(ctx, func() (err error) { shard, err = dbtest.ShardOf(ctx, tx, []byte(key)); return err }); err != nil {
+			return err
+		}
+		on := c.shardAccounts[shard]
+		ids = []int{on[ids[0]], on[ids[1]]}
+	}
 	for _, id := range ids {
 		var balance int64
 		if err := c.statement(ctx, func() error { return tx.QueryRowContext(ctx, c.read, id).Scan(&balance) }); err != nil {

@@ -26,7 +26,11 @@ const (
 // this process: before the commit the key must be free, with no effect left
 // behind and no timeout waited out; after it, the key replays its one effect.
 func TestProcessDeath(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	each := func(f func(t *testing.T, tg target)) {
+		forEach(t, f)
+		forEachVitess(t, f)
+	}
+	each(func(t *testing.T, tg target) {
 		for _, point := range []string{diesAfterClaim, diesAfterWrite, diesBeforeCommit, diesAfterCommit} {
 			t.Run(point, func(t *testing.T) {
 				const lockTimeout = 5 * time.Second

@@ -63,6 +63,30 @@ func forEachWithTiDB(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.SkipMissingTiDB(t)
 }
 
+// forEachVitess runs f against Vitess's vtgate, on its sharded keyspace,
+// or shows it as skipped: for the tests that show the Vitess dialect's
+// contract.
+func forEachVitess(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, tg := range dbtest.VitessTargets() {
+		t.Run(tg.Name, func(t *testing.T) { f(t, tg) })
+	}
+	dbtest.SkipMissingVitess(t)
+}
+
+// vitessWithSettings is the Vitess target, and the same with the driver
+// settings that targets adds for the MySQL family: they must not change
+// any outcome through vtgate either.
+func vitessWithSettings() []target {
+	var ts []target
+	for _, tg := range dbtest.VitessTargets() {
+		settings := withParams(tg, "interpolateParams=true&clientFoundRows=true&multiStatements=true")
+		settings.Name += "/interpolate+foundrows+multi"
+		ts = append(ts, tg, settings)
+	}
+	return ts
+}
+
 // forEachPooled is forEachWithTiDB, with PostgreSQL behind PgBouncer after
 // the other targets, through lib/pq and pgx: for the tests that show idem
 // behind a pooler in transaction mode.
@@ -73,15 +97,6 @@ func forEachPooled(t *testing.T, f func(t *testing.T, tg target)) {
 		t.Run(tg.Name, func(t *testing.T) { f(t, tg) })
 	}
 	dbtest.SkipMissingPgBouncer(t)
-}
-
-// forEachScaled is forEachPooled, with PostgreSQL distributed by Citus after
-// the other targets, through lib/pq and pgx on its coordinator: for the
-// tests that show idem where PostgreSQL is pooled or distributed.
-func forEachScaled(t *testing.T, f func(t *testing.T, tg target)) {
-	t.Helper()
-	forEachPooled(t, f)
-	forEachCitus(t, f)
 }
 
 // forEachCitus runs f on the Citus targets alone, or shows them skipped.

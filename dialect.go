@@ -27,6 +27,10 @@ func MariaDB() Dialect { return dialect.MariaDB() }
 // dialect.TiDB.
 func TiDB() Dialect { return dialect.TiDB() }
 
+// Vitess returns the dialect of MySQL behind Vitess's vtgate, on a sharded
+// keyspace, for github.com/go-sql-driver/mysql: see dialect.Vitess.
+func Vitess() Dialect { return dialect.Vitess() }
+
 // SQLite returns the dialect of SQLite 3.35 or later, for modernc.org/sqlite:
 // see dialect.SQLite.
 func SQLite() Dialect { return dialect.SQLite() }

@@ -21,7 +21,11 @@ import (
 // wait (50 s on the MySQL family, where a plain SELECT locks under
 // SERIALIZABLE), or the lock timeout twice.
 func TestInFlightOnEveryIsolationLevel(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	each := func(f func(t *testing.T, tg target)) {
+		forEachRunTarget(t, f)
+		forEachVitess(t, f)
+	}
+	each(func(t *testing.T, tg target) {
 		c := dialect.CapabilitiesOf(tg.Dialect)
 		if c.OneWriter {
 			t.Skip("SQLite has one writer at a time: a second claimer waits at BEGIN (TestIsolation/sqlite)")

@@ -40,11 +40,13 @@ func pgxCheckoutSteps(fx *dbtest.Effects, url, key string, die func(point string
 // the kill fell between the call and the next phase's commit, and every
 // answer the stored response.
 func TestRunSurvivesKills(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		for _, via := range checkout.Ways(tg) {
 			t.Run(via, func(t *testing.T) { testRunSurvivesKills(t, tg, via) })
 		}
-	})
+	}
+	forEach(t, f)
+	forEachVitess(t, f)
 }
 
 // runCheckout runs the checkout of key on e's store and database, or,
@@ -235,7 +237,11 @@ func TestRunProviderFaults(t *testing.T) {
 // test prints the time it took. The targets run in parallel, since each
 // waits out a real lease.
 func TestRunRecoversAfterKill(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	each := func(f func(t *testing.T, tg target)) {
+		forEach(t, f)
+		forEachVitess(t, f)
+	}
+	each(func(t *testing.T, tg target) {
 		if strings.Contains(tg.Name, "interpolate") {
 			t.Skip("the same statements as the target without the driver's settings")
 		}

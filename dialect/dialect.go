@@ -140,6 +140,16 @@ type Capabilities struct {
 	// the MySQL and TiDB dialects, since MySQL and TiDB accept no
 	// innodb_lock_wait_timeout below 1 s.
 	MinLockWait time.Duration
+
+	// ShardedByKey is true when the table is sharded by its key on a
+	// database that refuses a transaction that touches more than one
+	// shard, as Vitess's vtgate does with transaction_mode SINGLE. A
+	// transaction that claims a key may then read and write only rows on
+	// that key's shard, and a statement on the whole table, such as
+	// Purge's, is refused in a transaction: the properties of
+	// idemtest.TestDialect that read or write elsewhere in the claim's
+	// transaction keep to the key's shard, or skip, saying why.
+	ShardedByKey bool
 }
 
 // CapabilitiesOf returns the Capabilities that d declares.
@@ -176,5 +186,6 @@ var (
 	_ Hinter = mysql{}
 	_ Hinter = mariadb{}
 	_ Hinter = tidb{}
+	_ Hinter = vitess{}
 	_ Hinter = sqlite{}
 )

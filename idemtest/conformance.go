@@ -22,7 +22,11 @@ import (
 // closed by open's own cleanup if it needs closing; TestDialect creates its
 // tables there under random names and drops them at the end: the dialect's
 // own, and beside it a table of the properties' effects, in plain SQL:
-// (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL).
+// (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL). Through idem.Vitess(), on
+// a sharded keyspace, the effect table also holds the key itself, rk, and
+// TestDialect names both tables in the keyspace's VSchema with its xxhash
+// vindex, idem's by key and the effects by rk, so that a property's
+// transaction stays on its key's shard (docs/scaling.md).
 //
 // The properties are those of docs/contract.md: claim, replay byte for byte,
 // mismatch, an error that stores nothing, rollback freeing the key, a

@@ -117,7 +117,7 @@ func (e *Env) ChildEnv(driver string) []string {
 // table. Nothing of it is dropped at the end.
 func OpenChild(t testing.TB, opts ...idem.Option) *Env {
 	t.Helper()
-	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "mariadb": idem.MariaDB(), "tidb": idem.TiDB(), "sqlite": idem.SQLite()}
+	dialects := map[string]idem.Dialect{"postgres": idem.Postgres(), "mysql": idem.MySQL(), "mariadb": idem.MariaDB(), "tidb": idem.TiDB(), "vitess": idem.Vitess(), "sqlite": idem.SQLite()}
 	d, ok := dialects[os.Getenv(childDialect)]
 	if !ok {
 		t.Fatalf("the child knows no dialect %q", os.Getenv(childDialect))

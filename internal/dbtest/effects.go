@@ -15,6 +15,13 @@ import (
 // stored as its hex (EffectKey), which a text column of any collation holds
 // and compares byte for byte, and whose longest, for idem.MaxStoredKeyBytes, fits
 // the column.
+//
+// On a sharded Vitess keyspace the table also holds the key itself, rk, by
+// which it is sharded as idem's table is by its key, so that a request's
+// effect goes to the shard of its record and the request's transaction
+// stays on one shard. k is then made from rk, and InsertSQL writes rk from
+// the same hex argument, so that the statements of the tests are the same
+// there.
 type Effects struct {
 	Table   string
 	dialect idem.Dialect
@@ -34,10 +41,17 @@ func EffectKey(key string) string { return hex.EncodeToString([]byte(key)) }
 func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects {
 	t.Helper()
 	fx := &Effects{Table: table, dialect: d, db: db}
-	if _, err := db.ExecContext(context.Background(), "CREATE TABLE "+table+" (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {
+	ddl := "CREATE TABLE " + table + " (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"
+	if sharded(d) {
+		ddl = "CREATE TABLE " + table + " (rk VARBINARY(550) NOT NULL, k VARCHAR(1100) AS (LOWER(HEX(rk))) STORED NOT NULL, note TEXT NOT NULL)"
+	}
+	if _, err := db.ExecContext(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
 	dropAtEnd(t, db, table)
+	if sharded(d) {
+		addVindex(t, db, table, "rk")
+	}
 	return fx
 }
 
@@ -63,6 +77,10 @@ func dropAtEnd(t testing.TB, db *sql.DB, table string) {
 // InsertSQL is the statement that Insert sends: its arguments are the
 // EffectKey of the key, and the note.
 func (fx *Effects) InsertSQL() string {
+	if sharded(fx.dialect) {
+		// vtgate computes the shard from UNHEX of the argument.
+		return "INSERT INTO " + fx.Table + " (rk, note) VALUES (UNHEX(?), ?)"
+	}
 	return "INSERT INTO " + fx.Table + " (k, note) VALUES (" + fx.dialect.Placeholder(1) + ", " + fx.dialect.Placeholder(2) + ")"
 }
 
@@ -86,6 +104,10 @@ func (fx *Effects) Func(key string, resp idem.Response) idem.Func {
 // Count counts the effect rows of key.
 func (fx *Effects) Count(t testing.TB, key string) int {
 	t.Helper()
+	if sharded(fx.dialect) {
+		// On the key's shard alone.
+		return fx.count(t, " WHERE rk = UNHEX(?)", EffectKey(key))
+	}
 	return fx.count(t, " WHERE k = "+fx.dialect.Placeholder(1), EffectKey(key))
 }
 

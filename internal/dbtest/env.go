@@ -37,6 +37,9 @@ func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 		t.Fatalf("Migrate: %v", err)
 	}
 	dropAtEnd(t, db, e.Table)
+	if sharded(d) {
+		addVindex(t, db, e.Table, "`key`")
+	}
 	if d.Name() == "mysql" {
 		// The MySQL dialect's Migrate creates the claim's procedure too.
 		t.Cleanup(func() {
