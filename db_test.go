@@ -99,6 +99,15 @@ func forEachPooled(t *testing.T, f func(t *testing.T, tg target)) {
 	dbtest.SkipMissingPgBouncer(t)
 }
 
+// forEachCitus runs f on the Citus targets alone, or shows them skipped.
+func forEachCitus(t *testing.T, f func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, tg := range dbtest.CitusTargets() {
+		t.Run(tg.Name, func(t *testing.T) { f(t, tg) })
+	}
+	dbtest.SkipMissingCitus(t)
+}
+
 // forEachRunTarget is forEachWithTiDB for the tests of multi-step
 // requests, without TiDB's optimistic target: it wraps idem.TiDB() in a
 // dialect of the tests' own, and a dialect from outside the package has no

@@ -170,7 +170,7 @@ func (s *Store) newValues(key string, reqHash []byte) *values {
 		expiresAt:   addMicros(now, s.retention),
 		token:       s.newToken(),
 	}
-	if s.claim.uses(paramLockID) {
+	if s.claim.uses(paramLockID) || s.claimHeld.uses(paramLockID) {
 		v.lockID = lockID(v.key)
 	}
 	return v

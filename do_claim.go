@@ -103,8 +103,8 @@ func (s *Store) claimKey(ctx context.Context, tx driver.Tx, v *values, first *cl
 }
 
 // runClaim runs the claim once: its write, where the dialect separates it,
-// then the statement that answers, and the dialect's ClaimLost when that
-// returned no row.
+// then the statement that answers, the dialect's ClaimLost when that
+// returned no row, and its ClaimHeld when neither found a live record.
 func (s *Store) runClaim(ctx context.Context, tx driver.Tx, v *values) claimAnswer {
 	if s.claimWrite.query != "" {
 		if _, err := tx.Exec(ctx, s.claimWrite.query, s.claimWrite.args(v)...); err != nil {
@@ -115,14 +115,25 @@ func (s *Store) runClaim(ctx context.Context, tx driver.Tx, v *values) claimAnsw
 		return tx.QueryRow(ctx, s.claim.query, s.claim.args(v), dest...)
 	}, func(dest ...any) error {
 		return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
+	}, func(dest ...any) error {
+		return tx.QueryRow(ctx, s.claimHeld.query, s.claimHeld.args(v), dest...)
 	})
+}
+
+// heldIn runs the dialect's ClaimHeld for v through tx: whether another
+// transaction holds the key.
+func (s *Store) heldIn(ctx context.Context, tx driver.Tx, v *values) (busy bool, err error) {
+	err = tx.QueryRow(ctx, s.claimHeld.query, s.claimHeld.args(v), &busy)
+	return busy, err
 }
 
 // readClaim reads the answer of v's claim from the row that claim scans,
 // and from the row of ClaimLost, which lost scans, when the claim returned
 // none; a claim that answers with no row when it claimed has the record
-// that it wrote, v's.
-func (s *Store) readClaim(v *values, claim, lost func(dest ...any) error) claimAnswer {
+// that it wrote, v's. Where the dialect asks for a held key in a statement
+// of its own, held scans ClaimHeld's row, which tells busy when no live
+// record answers the request.
+func (s *Store) readClaim(v *values, claim, lost, held func(dest ...any) error) claimAnswer {
 	var a claimAnswer
 	a.rec, a.claimed, a.busy, a.err = s.scanClaim(claim)
 	if errors.Is(a.err, sql.ErrNoRows) {
@@ -134,7 +145,10 @@ func (s *Store) readClaim(v *values, claim, lost func(dest ...any) error) claimA
 		}
 	}
 	if errors.Is(a.err, sql.ErrNoRows) {
-		return claimAnswer{}
+		a = claimAnswer{}
+	}
+	if a.err == nil && !a.claimed && !a.busy && s.claimHeld.query != "" && (a.rec == nil || !a.rec.live(v.createdAt)) {
+		a.err = held(&a.busy)
 	}
 	return a
 }

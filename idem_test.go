@@ -28,8 +28,8 @@ var (
 )
 
 // TestConformance runs the whole contract of Do on every database the tests
-// reach, through each built-in dialect, on PostgreSQL behind PgBouncer, and
-// on Vitess's sharded keyspace.
+// reach, through each built-in dialect, on PostgreSQL behind PgBouncer, on
+// Vitess's sharded keyspace, and on Citus through its coordinator.
 func TestConformance(t *testing.T) {
 	conform := func(t *testing.T, tg target) {
 		idemtest.TestDialect(t, tg.Dialect, func(t *testing.T) *sql.DB { return tg.Open(t) })
@@ -39,6 +39,7 @@ func TestConformance(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) { conform(t, tg) })
 	}
 	dbtest.SkipMissingVitess(t)
+	forEachCitus(t, conform)
 }
 
 func sameResponse(t *testing.T, got, want idem.Response) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestInFlightOnEveryIsolationLevel holds a key in one transaction and
@@ -110,11 +111,15 @@ func TestInFlightOnEveryIsolationLevel(t *testing.T) {
 	})
 }
 
-// TestPostgresLockSameForEverySpelling claims a key through two stores that
+// TestPostgresLockSameForEverySpelling claims a key through stores that
 // spell one table differently: they must take the same advisory lock, or the
-// second claim waits for the row itself, unbounded by the lock timeout.
+// second claim waits for the row itself, unbounded by the lock timeout. One
+// of them runs on a connection whose search_path leaves the table's schema
+// out, where PostgreSQL names the table only with its schema. It runs on
+// Citus too, whose coordinator and workers each have an OID of their own
+// for the table.
 func TestPostgresLockSameForEverySpelling(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		if tg.Family != "postgres" {
 			t.Skip("PostgreSQL only: the lock number is its advisory lock")
 		}
@@ -123,17 +128,32 @@ func TestPostgresLockSameForEverySpelling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		elsewhere, err := sql.Open(tg.Driver, dbtest.WithParams(e.DSN, "search_path=pg_catalog"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer elsewhere.Close()
 		holder := e.Hold(t, "held", hashA, created)
-		// Without the shared lock the claim waits until the holder ends;
-		// the deadline turns that wait into an error instead of a hang.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		res, err := qualified.DoTx(ctx, e.DB, nil, "held", hashA, mustNotRun(t))
-		wantOutcome(t, res, err, idem.InFlight)
+		for _, c := range []struct {
+			name string
+			db   *sql.DB
+		}{{"public.T", e.DB}, {"public.T, search_path=pg_catalog", elsewhere}} {
+			// Without the shared lock the claim waits until the holder
+			// ends; the deadline turns that wait into an error instead
+			// of a hang.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res, err := qualified.DoTx(ctx, c.db, nil, "held", hashA, mustNotRun(t))
+			cancel()
+			if err != nil || res.Outcome != idem.InFlight {
+				t.Errorf("%s: %v, %v; want InFlight", c.name, res.Outcome, err)
+			}
+		}
 		if err := holder.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+	forEach(t, f)
+	forEachCitus(t, f)
 }
 
 // TestPostgresUserLockTimeout gives the caller's transaction a lock_timeout

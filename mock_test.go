@@ -197,15 +197,15 @@ func TestMockMatchesDatabase(t *testing.T) {
 // database against claim, those of a claim that won (which are those the
 // mock expects for every lost claim). A database's claim may report the
 // loss through a lookup of the record of its own, or its dialect's
-// ClaimLost, after the claim statement or after an error of its write: with
-// those left out, what
+// ClaimLost and ClaimHeld, after the claim statement or after an error of
+// its write: with those left out, what
 // the database ran must be claim or claim with statements left out, it must
 // begin as claim does, up to the claim's first statement, and where the
 // claim ends by resetting the lock wait, it must end so too.
 func lostLikeMock(seq, claim []string) error {
 	var rest []string
 	for _, n := range seq {
-		if n != "Lookup" && n != "ClaimLost" {
+		if n != "Lookup" && n != "ClaimLost" && n != "ClaimHeld" {
 			rest = append(rest, n)
 		}
 	}
@@ -235,6 +235,8 @@ func TestLostLikeMock(t *testing.T) {
 		{[]string{"begin", "Claim"}, []string{"begin", "Claim"}, true},
 		{[]string{"begin", "Claim", "Lookup"}, []string{"begin", "Claim"}, true},
 		{[]string{"begin", "Claim", "ClaimLost"}, []string{"begin", "Claim"}, true},
+		{[]string{"begin", "Claim", "ClaimLost", "ClaimHeld"}, []string{"begin", "Claim"}, true},
+		{[]string{"begin", "ClaimHeld"}, []string{"begin", "Claim"}, false},
 		{[]string{"begin", "ClaimLost"}, []string{"begin", "Claim"}, false},
 		{split, split, true},
 		{[]string{"begin", "ClaimWrite", "Lookup"}, split, true},

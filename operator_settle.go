@@ -127,6 +127,12 @@ func changeRecord[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, 
 	v := s.newValues(key, []byte{0})
 	a := s.runClaim(ctx, tx, v)
 	rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
+	if err == nil && !claimed && !busy && s.claimHeld.query != "" && rec != nil && rec.live(v.createdAt) {
+		// The claim asked whether the key is held only where no live
+		// record answered it; here a live record may be one that a
+		// transaction is taking over by a later clock.
+		busy, err = s.heldIn(ctx, tx, v)
+	}
 	if err == nil && !claimed && rec == nil && !busy {
 		rec, err = s.findIn(ctx, tx, v.key)
 	}

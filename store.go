@@ -29,8 +29,9 @@ type Store struct {
 	claimWrite statement
 	// claimedWithoutRow is the dialect's Statements.ClaimedWithoutRow.
 	claimedWithoutRow bool
-	// claimLost is empty where the claim returns the record it lost to.
-	claimLost statement
+	// claimLost is empty where the claim returns the record it lost to;
+	// claimHeld is empty where claimLost tells a held key itself.
+	claimLost, claimHeld statement
 	// purgeSelect is empty where the dialect purges in one statement,
 	// purge; purgeDelete is its PurgeDelete, bound per batch (bindList).
 	purgeSelect statement
@@ -85,6 +86,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
 		{&s.claimWrite, "claim write", st.ClaimWrite, true, append(record, paramToken, paramLockID)},
 		{&s.claimLost, "claim lost", st.ClaimLost, true, []param{paramKey, paramLockID}},
+		{&s.claimHeld, "claim held", st.ClaimHeld, true, []param{paramKey, paramLockID}},
 		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken)},
 		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
 		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramToken, paramStatus, paramHeader, paramBody, paramChecksum}},
@@ -171,7 +173,7 @@ type Query struct {
 // Queries returns the statements the Store sends, keyed by the names of the
 // fields of dialect.Statements that hold them: "Claim", "Lookup",
 // "Complete", "Abandon", and, where the dialect has them, "ClaimWrite",
-// "ClaimLost", "Takeover", "Purge", or "PurgeSelect" and "PurgeDelete" (see
+// "ClaimLost", "ClaimHeld", "Takeover", "Purge", or "PurgeSelect" and "PurgeDelete" (see
 // those fields for what each does and when it runs). The keys are the
 // field names exactly, so that a tool can go from one to the other without
 // a table of its own. "PurgeDelete" is shown for a batch of one key; a
@@ -186,7 +188,7 @@ func (s *Store) Queries() map[string]Query {
 	for name, st := range map[string]*statement{
 		"Claim": &s.claim, "Takeover": &s.takeover, "Lookup": &s.lookup,
 		"Complete": &s.complete, "Abandon": &s.abandon, "Purge": &s.purge,
-		"ClaimWrite": &s.claimWrite, "ClaimLost": &s.claimLost,
+		"ClaimWrite": &s.claimWrite, "ClaimLost": &s.claimLost, "ClaimHeld": &s.claimHeld,
 		"PurgeSelect": &s.purgeSelect,
 	} {
 		if st.query == "" {

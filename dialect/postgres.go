@@ -17,7 +17,14 @@ import (
 // transaction and needs no savepoint and no lock_timeout: Do sees it busy
 // and asks again, briefly, until the lock timeout passes. A new key costs
 // that INSERT; a key that has a record costs one more statement, which
-// reads it.
+// reads it, and a key whose record is missing or expired one more, which
+// asks for the lock.
+//
+// On Citus, through its coordinator, with the table distributed by key
+// (docs/scaling.md), every advisory lock is taken on the coordinator: in
+// the claim's INSERT, whose filter reads no column, and in statements that
+// read no table; a read of the distributed table goes to the worker that
+// holds the row, and takes none.
 //
 // Under REPEATABLE READ and SERIALIZABLE, a key claimed by a transaction that
 // committed after the caller's snapshot was taken fails with SQLSTATE 40001,
@@ -103,8 +110,8 @@ func pgExists(state string) bool {
 
 func (postgres) Statements(table string, _ time.Duration) Statements {
 	t := QuoteTable(table, '"')
-	r := strings.NewReplacer("{T}", t, "{record}", record,
-		"{lock}", `{lock_id}::bigint # ('`+t+`'::regclass::oid::bigint << 32)`)
+	lock := postgresLock(t)
+	r := strings.NewReplacer("{T}", t, "{record}", record, "{lock}", lock("{lock_id}::bigint"))
 	return Statements{
 		// The claim is a plain INSERT behind a one-time filter, which
 		// the server plans as cheaply as the INSERT alone: a CTE that
@@ -112,44 +119,75 @@ func (postgres) Statements(table string, _ time.Duration) Statements {
 		// where the driver has every statement planned anew (lib/pq's
 		// default; docs/performance.md). When the lock is taken, no
 		// other claimer holds the key, so the insert cannot wait on one.
-		// The lock number mixes the table's OID into the key's, so that
-		// every spelling of one table ("keys", "public.keys") takes the
-		// same lock.
+		// The filter reads no column, so Citus evaluates it on the
+		// coordinator, as it does every such function of a write.
 		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
 SELECT {key}::bytea, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint
 WHERE pg_try_advisory_xact_lock({lock})
 ON CONFLICT (key) DO NOTHING
 RETURNING true, false, {record}`),
-		// When the claim returned nothing, the lock was held by
-		// another transaction or the key has a record: one row tells
-		// which, asking for the lock again (a lock this transaction
-		// holds is granted again). The join of one row evaluates the
-		// function once.
-		ClaimLost: r.Replace(`SELECT false, NOT pg_try_advisory_xact_lock({lock}),
-	r.request_hash, r.status, r.header, r.body, r.checksum, r.created_at, r.expires_at, r.token
-FROM (VALUES (1)) AS one LEFT JOIN {T} AS r ON r.key = {key}::bytea`),
-		Takeover: r.Replace(takeoverTemplate("key")),
-		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
-		// SKIP LOCKED leaves alone the records that a claim is taking
-		// over, and the batch's transaction keeps the others locked
-		// until they are deleted.
-		PurgeSelect: r.Replace(`SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
+		// When the claim returned nothing, the key has a record or the
+		// lock was held by another transaction. ClaimLost reads the
+		// record alone: Citus runs a read of a distributed table, with
+		// its functions, on the worker that holds the row, where a lock
+		// would not meet the claim's. A live record answers the request;
+		// otherwise ClaimHeld asks for the lock (a lock this
+		// transaction holds is granted again) in a statement that reads
+		// no table, which runs where the claim's lock was taken.
+		ClaimLost: r.Replace(`SELECT false, false, {record} FROM {T} WHERE key = {key}`),
+		ClaimHeld: r.Replace(`SELECT NOT pg_try_advisory_xact_lock({lock})`),
+		Takeover:  r.Replace(takeoverTemplate("key")),
+		Lookup:    r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
+		Complete:  r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
+		Abandon:   r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
+		// A batch skips the records whose key a claim holds, by the
+		// claim's own lock, which it takes for the others until they are
+		// deleted: a claim that takes an expired record over holds it
+		// before it touches the row, so the delete never waits for one.
+		// Row locks would do on PostgreSQL alone (FOR UPDATE SKIP LOCKED),
+		// but Citus refuses them in a read of many shards. The
+		// candidates are chosen first, in a subquery of their own, so
+		// that the filter locks no key beyond the batch; Citus runs that
+		// subquery on the workers and the filter on the coordinator,
+		// where the claims take their locks. The key's lock number is
+		// derived in SQL as the Store derives {lock_id} (lockID).
+		PurgeSelect: r.Replace(`WITH batch AS MATERIALIZED (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})
+SELECT key FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock) + `)`),
 		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE key IN ({keys}) AND expires_at <= {now}`),
 		Run:         postgresRun(t),
 	}
 }
 
+// postgresLock returns the lock number of the quoted table t's key whose own
+// number, as SQL, is id: id with a hash of the table's schema-qualified
+// name in its upper half, so that every spelling of one table ("keys",
+// "public.keys", under any search_path) takes the same lock. The name is
+// the one the statement's own reference resolves to, and the same on every
+// node of a Citus cluster, where each node's copy of the table has an OID
+// of its own.
+func postgresLock(t string) func(id string) string {
+	table := `(hashtext((pg_identify_object('pg_class'::regclass, '` + t + `'::regclass, 0)).identity)::bigint << 32)`
+	return func(id string) string { return `(` + id + ` # ` + table + `)` }
+}
+
+// postgresKeyLock is the {lock_id} of the key column in SQL: the first 8
+// bytes of its SHA-256, big-endian, as a signed number.
+const postgresKeyLock = `('x' || encode(substr(sha256(key), 1, 8), 'hex'))::bit(64)::bigint`
+
 // postgresClock is PostgreSQL's clock for leases, in microseconds since the
-// Unix epoch: clock_timestamp(), since now() is the transaction's start.
-const postgresClock = `(extract(epoch from clock_timestamp()) * 1000000)::bigint`
+// Unix epoch: statement_timestamp(), since now() is the transaction's
+// start. It is stable within a statement, so Citus evaluates it once, on
+// the coordinator, in the writes of a distributed table, where it refuses
+// a volatile function such as clock_timestamp().
+const postgresClock = `(extract(epoch from statement_timestamp()) * 1000000)::bigint`
 
 // postgresRun adds to the shared statements of multi-step requests the
-// advisory lock of the claim, which a phase holds while it runs.
+// advisory lock of the claim, which a phase holds while it runs. Neither
+// statement reads a table, so on Citus both run on the coordinator, as the
+// claim's lock does.
 func postgresRun(t string) RunStatements {
 	s := runTemplate(t, "key", postgresClock, "LEAST", "GREATEST")
-	key := `({lock_id}::bigint # ('` + t + `'::regclass::oid::bigint << 32))`
+	key := postgresLock(t)("{lock_id}::bigint")
 	s.Lock = `SELECT pg_advisory_xact_lock` + key
 	s.TryLock = `SELECT pg_try_advisory_xact_lock` + key
 	return s

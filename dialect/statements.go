@@ -35,7 +35,7 @@ package dialect
 // {token}, the number of one claim, unique to it; and {lock_id}, a 64-bit
 // number derived from the key, the same in every process (a dialect whose
 // locks are shared by several tables mixes the table in itself, as the
-// Postgres dialect does with the table's OID).
+// Postgres dialect does with a hash of the table's schema-qualified name).
 //
 // Record columns, where a statement returns a record, are, in this order:
 // request_hash, status, header, body, checksum, created_at, expires_at,
@@ -90,6 +90,17 @@ type Statements struct {
 	// a key without a record is then claimed again at once.
 	ClaimLost string
 
+	// ClaimHeld is for a database that may run ClaimLost elsewhere than
+	// the claim's lock, such as Citus, which runs a read of a distributed
+	// table on the worker that holds the row: ClaimLost then reads the
+	// record alone (busy false), and ClaimHeld asks, in a statement of
+	// its own that reads no table, whether another transaction holds
+	// {key}, returning one row of one boolean, true when one does. It
+	// must not wait. The Store runs it when ClaimLost found no live
+	// record, before it takes an expired record over or claims again. It
+	// binds {lock_id}. Leave it empty when ClaimLost tells a held key.
+	ClaimHeld string
+
 	// ClaimWrite is for a database whose INSERT cannot return rows, such as
 	// MySQL. It inserts the record {key} with {request_hash},
 	// {created_at}, {expires_at} and {token}, or takes over an expired one,
@@ -137,8 +148,9 @@ type Statements struct {
 	// transaction of its own; set both or neither. PurgeSelect returns
 	// one column, the key, of at most {limit} records whose expires_at is
 	// at or before {now}, oldest first, and locks them, skipping the
-	// records that another transaction holds (FOR UPDATE SKIP LOCKED) so
-	// that it waits for no claim. Where the database cannot skip, it
+	// records that another transaction holds (FOR UPDATE SKIP LOCKED, or
+	// the claim's own lock of each key, taken without waiting) so that it
+	// waits for no claim. Where the database cannot skip, it
 	// waits no longer than a bound of its own; a wait that times out
 	// gives the batch up, and
 	// Purge returns ErrRetry. PurgeDelete deletes the records among

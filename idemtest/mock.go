@@ -290,7 +290,9 @@ func (e *ExpectedLookup) WillMismatch() {
 // make it fail. Do then sends no lookup. The claim of some databases never
 // returns the record it lost to (PostgreSQL's and SQLite's return no row,
 // and Do reads the record in a statement of its own, the dialect's
-// ClaimLost or Lookup; MySQL's returns no row when it claimed), but a Store
+// ClaimLost or Lookup, and on PostgreSQL asks whether the key is held in
+// one more, ClaimHeld, when that found no live record; MySQL's returns no
+// row when it claimed), but a Store
 // accepts both answers from any dialect, and this one changes only the
 // expectation of the claim, which ExpectDo has set already: sqlmock matches
 // expectations in the order they were set, ahead of those of fn's

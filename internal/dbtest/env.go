@@ -22,7 +22,8 @@ type Env struct {
 }
 
 // Setup makes a store through d with opts on a new table in db, migrates
-// it, and creates an effect table; both are dropped at the end of t.
+// it, and creates an effect table; both are dropped at the end of t. In a
+// database of a Distributed target, it distributes both.
 func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 	t.Helper()
 	suffix := RandomName()
@@ -48,6 +49,9 @@ func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 		})
 	}
 	e.Effects = NewEffects(t, d, db, "effects_"+suffix)
+	if IsDistributed(db) {
+		Distribute(t, db, e.Table, e.Effects.Table)
+	}
 	return e
 }
 

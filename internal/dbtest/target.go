@@ -21,6 +21,9 @@ type Target struct {
 	// Wrap, when set, puts a connector of the test's own around the
 	// driver's connections.
 	Wrap func(base driver.Driver, dsn string) driver.Connector
+	// Distributed marks a Citus coordinator: Setup distributes the tables
+	// it makes in a database that the target opened (Distribute).
+	Distributed bool
 }
 
 // Open returns a database for t, closed at the end of t.
@@ -44,6 +47,9 @@ func (tg Target) OpenDSN(t testing.TB) (*sql.DB, string) {
 		db = sql.OpenDB(tg.Wrap(base, dsn))
 	}
 	t.Cleanup(func() { db.Close() })
+	if tg.Distributed {
+		markDistributed(t, db)
+	}
 	return db, dsn
 }
 
