@@ -25,7 +25,7 @@ import (
 // one taken over, an unfinished multi-step request (which never expires)
 // and a key claimed a moment ago.
 func TestPurgeBehindTakeover(t *testing.T) {
-	forEachWithTiDB(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		if dialect.CapabilitiesOf(tg.Dialect).ConflictAtCommit {
 			t.Skip("a claim holds no lock until its commit: there is nothing for Purge to wait for")
 		}
@@ -141,7 +141,9 @@ func TestPurgeBehindTakeover(t *testing.T) {
 		if res, err := e.Store.Lookup(ctx, e.DB, "b-held"); err != nil || res.Response.Status != replayed.Status {
 			t.Errorf("Lookup(b-held) = %+v, %v; want the response of the request that took it over", res, err)
 		}
-	})
+	}
+	forEachWithTiDB(t, f)
+	forEachVitess(t, f)
 }
 
 // replayed is the response of a request that took a record over.
