@@ -25,6 +25,15 @@ import (
 // the lock timeout and is then given up: Purge returns an error that
 // matches ErrRetry, and a later run carries on.
 //
+// On a table sharded by key behind a router that refuses a transaction on
+// two shards, as Vitess's vtgate does with transaction_mode SINGLE, a
+// batch sent through the routing would read every shard. There (a dialect
+// that is a dialect.ShardTargeter, such as Vitess) Purge takes one
+// connection out of db's pool, targets it at each shard in turn and runs
+// the batches there, each a transaction on that shard; it closes that
+// connection at the end, whatever happened, rather than hand a targeted
+// session back to the pool. docs/scaling.md says what vtgate takes.
+//
 // On SQLite each batch is one statement that holds the database's one write
 // lock, and every request waits for it: there, purge a few hundred records
 // at a time while requests are being served. docs/operations.md suggests a

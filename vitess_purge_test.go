@@ -168,13 +168,16 @@ func TestVitessPurgeShardByShard(t *testing.T) {
 	})
 }
 
-// TestVitessPurgeDeleteByPrimaryKey shows that the Vitess dialect's purge
-// delete, which vttablet takes without MySQL's FORCE INDEX, finds its rows
-// through the primary key on a shard, touching only the records of its
-// batch: MySQL's optimizer, left to itself, reads a small shard through
-// the index on expires_at, and a locking read there would wait for the
-// records that claims hold.
-func TestVitessPurgeDeleteByPrimaryKey(t *testing.T) {
+// TestVitessPurgeStatementsOnAShard shows what a session targeted at a
+// shard takes of a purge's statements, and why the Vitess dialect's differ
+// from MySQL's: vttablet's parser refuses MySQL's delete, whose FORCE INDEX
+// it does not know; vtgate loses the value of a LIMIT placeholder of a
+// prepared statement there; and the dialect's delete, with the optimizer
+// hint INDEX in FORCE INDEX's place, finds its rows through the primary
+// key, touching only the records of its batch, where MySQL's optimizer,
+// left to itself, reads a small shard through the index on expires_at, and
+// a locking read there would wait for the records that claims hold.
+func TestVitessPurgeStatementsOnAShard(t *testing.T) {
 	forEachVitess(t, func(t *testing.T, tg target) {
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), idem.WithRetention(time.Hour))
@@ -225,6 +228,16 @@ func TestVitessPurgeDeleteByPrimaryKey(t *testing.T) {
 					t.Fatal(err)
 				}
 				return vals[slices.Index(cols, "key")].String
+			}
+			mysqlDelete := strings.NewReplacer("{keys}", strings.Join(keys, ", "), "{now}", now).Replace(idem.MySQL().Statements(e.Table, 0).PurgeDelete)
+			_, err := conn.ExecContext(ctx, mysqlDelete)
+			if my := vitessError(t, "MySQL's purge delete", err); my.Number != 1105 || !strings.Contains(my.Message, "syntax error") || !strings.Contains(my.Message, "force") {
+				t.Errorf("MySQL's purge delete on shard %s: error %d %q, want vttablet's syntax error at FORCE", shard, my.Number, my.Message)
+			}
+			var k []byte
+			err = conn.QueryRowContext(ctx, "SELECT `key` FROM `"+e.Table+"` WHERE expires_at <= ? ORDER BY expires_at LIMIT ?", now, 1).Scan(&k)
+			if my := vitessError(t, "a prepared LIMIT ?", err); my.Number != 1064 || !strings.Contains(my.Message, "null") {
+				t.Errorf("a prepared LIMIT ? on shard %s: error %d %q, want 1064 near null", shard, my.Number, my.Message)
 			}
 			if got := index(vitessDelete); got != "PRIMARY" {
 				t.Errorf("shard %s: the dialect's delete of all %d records reads index %q, want PRIMARY", shard, len(keys), got)
