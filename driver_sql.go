@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 
 	"github.com/idemgo/idem/driver"
@@ -56,6 +57,12 @@ func (d sqlDB) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[*
 	if err != nil {
 		return nil, nil, err
 	}
+	return begun(ctx, tx, first)
+}
+
+// begun is tx, just begun, as the Store's transaction, with the rows of
+// first.
+func begun(ctx context.Context, tx *sql.Tx, first []driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
 	o := &sqlOwned{sqlTx{tx}}
 	var rows []driver.Row
 	for _, q := range first {
@@ -125,3 +132,56 @@ func eachRow(rows *sql.Rows, err error, row func(scan func(dest ...any) error) e
 	}
 	return rows.Err()
 }
+
+// Pin lends one connection of the pool, for a Store whose statements change
+// the session (driver.Pinner): the connection is closed at the end, never
+// returned to the pool.
+func (d sqlDB) Pin(ctx context.Context) (driver.DB[*sql.Tx], func() error, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sqlConn{c: c, opts: d.opts}, func() error { return discard(c) }, nil
+}
+
+// discard closes c and the connection under it: database/sql closes a
+// connection whose Raw returns driver.ErrBadConn instead of pooling it.
+func discard(c *sql.Conn) error {
+	_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
+	if err := c.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
+		return err
+	}
+	return nil
+}
+
+// sqlConn is one connection of a pool, pinned (sqlDB.Pin), whose
+// transactions begin with opts.
+type sqlConn struct {
+	c    *sql.Conn
+	opts *sql.TxOptions
+}
+
+func (d sqlConn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return rowsAffected(d.c.ExecContext(ctx, query, args...))
+}
+
+func (d sqlConn) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return d.c.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+func (d sqlConn) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := d.c.QueryContext(ctx, query, args...)
+	return eachRow(rows, err, row)
+}
+
+// Begin begins the transaction on the pinned connection, as sqlDB.Begin
+// does on the pool.
+func (d sqlConn) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
+	tx, err := d.c.BeginTx(ctx, d.opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return begun(ctx, tx, first)
+}
+
+var _ driver.Pinner[*sql.Tx] = sqlDB{}

@@ -10,9 +10,12 @@ import (
 var (
 	// ErrInvalidArgument is returned by New for a bad option, and by every
 	// method of Store for a nil transaction, database, function or Store, or
-	// a Store not made by New. The adapters wrap it too: idemhttp's New,
-	// NewWithRunner and options, and idemgrpc's UnaryServerInterceptor,
-	// options, Reply and StoredError, for every argument they refuse.
+	// a Store not made by New; Engine.Purge returns it for a dialect that
+	// purges shard by shard (dialect.ShardTargeter) on a driver whose
+	// database cannot lend one connection (driver.Pinner). The adapters
+	// wrap it too: idemhttp's New, NewWithRunner and options, and
+	// idemgrpc's UnaryServerInterceptor, options, Reply and StoredError,
+	// for every argument they refuse.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
 
 	// ErrInvalidKey is returned by Do, DoTx, Run, Lookup and the

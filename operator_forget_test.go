@@ -19,7 +19,7 @@ import (
 // transaction holds the record. The runner then finishes it as if nobody
 // had tried, and its finished record is forgotten.
 func TestForget(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
 		if err := e.Store.Forget(ctx, e.DB, strings.Repeat("k", idem.MaxStoredKeyBytes+1)); !errors.Is(err, idem.ErrInvalidKey) {
@@ -65,5 +65,7 @@ func TestForget(t *testing.T) {
 		if err := e.Store.Forget(ctx, e.DB, o.key); err != nil {
 			t.Errorf("Forget of the finished request: %v", err)
 		}
-	})
+	}
+	forEachRunTarget(t, f)
+	forEachVitess(t, f)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
+	"github.com/idemgo/idem/internal/testhook"
 )
 
 // Purge deletes expired records, batch at a time, so that it never holds
@@ -23,6 +24,15 @@ import (
 // locked record (see Statements.PurgeSelect), a batch waits no longer than
 // the lock timeout and is then given up: Purge returns an error that
 // matches ErrRetry, and a later run carries on.
+//
+// On a table sharded by key behind a router that refuses a transaction on
+// two shards, as Vitess's vtgate does with transaction_mode SINGLE, a
+// batch sent through the routing would read every shard. There (a dialect
+// that is a dialect.ShardTargeter, such as Vitess) Purge takes one
+// connection out of db's pool, targets it at each shard in turn and runs
+// the batches there, each a transaction on that shard; it closes that
+// connection at the end, whatever happened, rather than hand a targeted
+// session back to the pool. docs/scaling.md says what vtgate takes.
 //
 // On SQLite each batch is one statement that holds the database's one write
 // lock, and every request waits for it: there, purge a few hundred records
@@ -43,16 +53,24 @@ func purge[TX any](ctx context.Context, s *Store, db driver.DB[TX], batch int) (
 	if batch <= 0 {
 		return 0, fmt.Errorf("%w: purge batch must be positive, got %d", ErrInvalidArgument, batch)
 	}
-	var (
-		total int64
-		full  statement // PurgeDelete bound for a whole chunk of keys
-	)
+	var full statement // PurgeDelete bound for a whole chunk of keys
 	if s.purgeDelete != "" {
 		var err error
 		if full, err = s.purgeDeleteFor(min(batch, purgeChunk)); err != nil {
 			return 0, err
 		}
 	}
+	if t, ok := s.d.(dialect.ShardTargeter); ok && s.purgeSelect.query != "" {
+		return purgeShards(ctx, s, db, t, batch, full)
+	}
+	return purgeBatches(ctx, s, db, batch, s.purgeSelect, full)
+}
+
+// purgeBatches runs batches on db, each with sel as its PurgeSelect, until
+// one finds fewer than batch expired records, and returns how many records
+// they deleted.
+func purgeBatches[TX any](ctx context.Context, s *Store, db driver.DB[TX], batch int, sel, full statement) (int64, error) {
+	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
@@ -66,7 +84,7 @@ func purge[TX any](ctx context.Context, s *Store, db driver.DB[TX], batch int) (
 			n, err = s.purgeStatement(ctx, db, v)
 			found = n
 		} else {
-			n, found, err = purgeBatch(ctx, s, db, v, full)
+			n, found, err = purgeBatch(ctx, s, db, v, sel, full)
 		}
 		total += n
 		if err != nil {
@@ -90,12 +108,12 @@ func (s *Store) purgeStatement(ctx context.Context, db driver.Tx, v *values) (in
 // purgeBatch runs one batch of PurgeSelect and PurgeDelete in a transaction,
 // and returns how many records it deleted and how many PurgeSelect found. full
 // is PurgeDelete bound for a whole batch, the common case.
-func purgeBatch[TX any](ctx context.Context, s *Store, db driver.DB[TX], v *values, full statement) (deleted, found int64, err error) {
+func purgeBatch[TX any](ctx context.Context, s *Store, db driver.DB[TX], v *values, sel, full statement) (deleted, found int64, err error) {
 	tx, _, err := db.Begin(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("idem: purge: %w", err)
 	}
-	deleted, found, err = s.purgeKeys(ctx, tx, v, full)
+	deleted, found, err = s.purgeKeys(ctx, tx, v, sel, full)
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx)) // the batch's error is the one to report
 		return 0, found, err
@@ -106,10 +124,10 @@ func purgeBatch[TX any](ctx context.Context, s *Store, db driver.DB[TX], v *valu
 	return deleted, found, nil
 }
 
-// purgeKeys reads the keys of one batch with PurgeSelect and deletes them
-// with PurgeDelete, in tx.
-func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, full statement) (deleted, found int64, err error) {
-	err = tx.Query(ctx, s.purgeSelect.query, s.purgeSelect.args(v), func(scan func(dest ...any) error) error {
+// purgeKeys reads the keys of one batch with sel, the PurgeSelect, and
+// deletes them with PurgeDelete, in tx.
+func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, sel, full statement) (deleted, found int64, err error) {
+	err = tx.Query(ctx, sel.query, sel.args(v), func(scan func(dest ...any) error) error {
 		var k []byte
 		if err := scan(&k); err != nil {
 			return err
@@ -121,6 +139,9 @@ func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, full sta
 		return 0, 0, s.purgeError(err)
 	}
 	found = int64(len(v.keys))
+	if s.purgeHeld != nil {
+		s.purgeHeld(v.keys)
+	}
 	keys := v.keys
 	for len(keys) > 0 {
 		v.keys = keys[:min(len(keys), purgeChunk)]
@@ -159,4 +180,13 @@ func (s *Store) purgeError(err error) error {
 		return fmt.Errorf("idem: purge: batch given up: %w: %w", ErrRetry, err)
 	}
 	return fmt.Errorf("idem: purge: %w", err)
+}
+
+func init() {
+	testhook.PurgeHeld = func(held func(keys [][]byte)) any {
+		return Option(func(c *config) error {
+			c.purgeHeld = held
+			return nil
+		})
+	}
 }

@@ -28,6 +28,7 @@ import (
 // own lock.
 func TestPurgeBehindTakeover(t *testing.T) {
 	forEachWithTiDB(t, testPurgeBehindTakeover)
+	forEachVitess(t, testPurgeBehindTakeover)
 	forEachCitus(t, testPurgeBehindTakeover)
 }
 

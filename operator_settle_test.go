@@ -25,7 +25,7 @@ func (e *env) commitsItself(key string) idem.Func {
 // TestFuncEndsTransaction shows what Do answers when fn commits or rolls
 // back the transaction itself: an error that names the cause, never Claimed.
 func TestFuncEndsTransaction(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		ctx := context.Background()
 
@@ -52,13 +52,15 @@ func TestFuncEndsTransaction(t *testing.T) {
 		}
 		res, err = e.Store.DoTx(ctx, e.DB, nil, "rolls back", hashA, e.Effect("rolls back", created))
 		wantOutcome(t, res, err, idem.Claimed)
-	})
+	}
+	forEach(t, f)
+	forEachVitess(t, f)
 }
 
 // TestSettle settles and releases keys left unfinished by a Func that
 // committed, and shows what both refuse.
 func TestSettle(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
 		ctx := context.Background()
 		stuck := func(key string) {
@@ -122,5 +124,7 @@ func TestSettle(t *testing.T) {
 		res, err = e.Store.Lookup(ctx, e.DB, "held")
 		wantOutcome(t, res, err, idem.Replay)
 		sameResponse(t, res.Response, created)
-	})
+	}
+	forEach(t, f)
+	forEachVitess(t, f)
 }

@@ -45,6 +45,7 @@ type config struct {
 	lookupFirst      LookupPolicy
 	lease            time.Duration
 	leaseClock       func() time.Duration // internal/testhook's
+	purgeHeld        func(keys [][]byte)  // internal/testhook's
 }
 
 func defaultConfig() config {

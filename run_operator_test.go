@@ -17,7 +17,7 @@ import (
 // transaction holds the record. The runner then finishes the request as if
 // nobody had tried.
 func TestSettleLiveRun(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
 		settled := idem.Response{Status: 500, Body: []byte("settled by an operator")}
@@ -68,7 +68,9 @@ func TestSettleLiveRun(t *testing.T) {
 		r := <-done
 		wantOutcome(t, r.res, r.err, idem.Claimed)
 		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
-	})
+	}
+	forEachRunTarget(t, f)
+	forEachVitess(t, f)
 }
 
 // TestReleaseCommittedPhases shows that a multi-step request whose runner
@@ -77,7 +79,7 @@ func TestSettleLiveRun(t *testing.T) {
 // were undone, deletes it. A request that committed no phase yet is
 // released as a plain record is.
 func TestReleaseCommittedPhases(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		ctx := context.Background()
 		e := setup(t, tg)
 		down := errors.New("provider unreachable")
@@ -123,7 +125,9 @@ func TestReleaseCommittedPhases(t *testing.T) {
 		if _, err := e.Store.Lookup(ctx, e.DB, early.key); !errors.Is(err, idem.ErrNotFound) {
 			t.Errorf("Lookup after the release: %v, want ErrNotFound", err)
 		}
-	})
+	}
+	forEachRunTarget(t, f)
+	forEachVitess(t, f)
 }
 
 // TestSettleRunRetention settles a multi-step request that its runner
@@ -131,7 +135,7 @@ func TestReleaseCommittedPhases(t *testing.T) {
 // replays the operator's response until it runs out, and Purge deletes it
 // after.
 func TestSettleRunRetention(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	f := func(t *testing.T, tg target) {
 		ctx := context.Background()
 		var c clock
 		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithRetention(time.Hour))
@@ -168,5 +172,7 @@ func TestSettleRunRetention(t *testing.T) {
 		if n, err := e.Store.Purge(ctx, e.DB, 100); err != nil || n != 1 {
 			t.Fatalf("Purge past the retention: %d, %v; want the settled request purged", n, err)
 		}
-	})
+	}
+	forEachRunTarget(t, f)
+	forEachVitess(t, f)
 }

@@ -36,13 +36,19 @@ type Store struct {
 	// purge; purgeDelete is its PurgeDelete, bound per batch (bindList).
 	purgeSelect statement
 	purgeDelete string
-	tokens      atomic.Uint64
+	// purgeSelectSQL is the dialect's PurgeSelect, as it gave it, for a
+	// purge shard by shard, which writes {limit} into it (purgeShards).
+	purgeSelectSQL string
+	tokens         atomic.Uint64
 	// steps holds the statements of multi-step requests, nil where the
 	// dialect has none; lease is WithLease's, and leaseClock, nil but in
 	// tests, moves the database's clock that leases run on.
 	steps      *stepStatements
 	lease      time.Duration
 	leaseClock func() time.Duration
+	// purgeHeld, nil but in tests, is called with the keys of each purge
+	// batch between its PurgeSelect and its PurgeDelete.
+	purgeHeld func(keys [][]byte)
 }
 
 // New returns a Store that keeps records with dialect d. It validates the
@@ -73,6 +79,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		schema:           d.Schema(c.table),
 		lease:            c.lease,
 		leaseClock:       c.leaseClock,
+		purgeHeld:        c.purgeHeld,
 	}
 	st := d.Statements(c.table, c.lockTimeout)
 	record := []param{paramKey, paramRequestHash, paramCreatedAt, paramExpiresAt}
@@ -127,6 +134,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("%w: %s dialect: the purge delete statement does not bind {keys}", ErrInvalidArgument, d.Name())
 		}
 		s.purgeDelete = st.PurgeDelete
+		s.purgeSelectSQL = st.PurgeSelect
 	}
 	s.claimedWithoutRow = st.ClaimedWithoutRow
 	steps, err := bindSteps(d, st.Run)

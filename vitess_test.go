@@ -206,13 +206,16 @@ func TestVitessRefusesMySQLDialect(t *testing.T) {
 }
 
 // TestVitessPurgeAcrossShards shows what vtgate does with a purge of expired
-// records that lie on both shards. Store.Purge locks its batch in a
-// transaction, on every shard, which transaction_mode SINGLE refuses
-// (1317). One DELETE ... ORDER BY expires_at LIMIT n, refused in the same
-// way, is rewritten where vtgate may run it on several shards
-// (transaction_mode MULTI): a plain SELECT of the keys on each shard, then a
-// DELETE by those keys alone, without the expiry condition, so that a
-// record taken over between the two is deleted all the same.
+// records that lie on both shards, sent through its routing by key: why
+// Store.Purge targets each shard in turn there. MySQL's batch, a
+// transaction, reads expired records on every shard, FOR UPDATE, which
+// vtgate lets through with transaction_mode SINGLE, and then deletes them,
+// which it refuses (1317). One DELETE ... ORDER BY
+// expires_at LIMIT n, refused in the same way, is rewritten where vtgate
+// may run it on several shards (transaction_mode MULTI): a plain SELECT of
+// the keys on each shard, then a DELETE by those keys alone, without the
+// expiry condition, so that a record taken over between the two is deleted
+// all the same.
 func TestVitessPurgeAcrossShards(t *testing.T) {
 	forEachVitess(t, func(t *testing.T, tg target) {
 		clock := time.Now()
@@ -223,9 +226,33 @@ func TestVitessPurgeAcrossShards(t *testing.T) {
 			wantOutcome(t, res, err, idem.Claimed)
 		}
 		clock = clock.Add(2 * time.Hour)
-		n, err := e.Store.Purge(ctx, e.DB, 100)
-		if my := vitessError(t, "Purge", err); my.Number != 1317 || !strings.Contains(my.Message, "multi-db transaction attempted") {
-			t.Errorf("Purge = %d, error %d %q, want 1317, a multi-db transaction", n, my.Number, my.Message)
+		// MySQL's batch: vtgate lets its read of both shards
+		// through, and refuses its delete, which writes on both.
+		batch := e.Begin(t, nil)
+		rows, err := batch.QueryContext(ctx, "SELECT `key` FROM "+e.Table+" WHERE expires_at <= ? ORDER BY expires_at LIMIT 100 FOR UPDATE SKIP LOCKED", clock.UnixMicro())
+		if err != nil {
+			t.Fatalf("the batch's read: %v", err)
+		}
+		var keys []any
+		for rows.Next() {
+			var k []byte
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("the batch's read: %v", err)
+		}
+		if len(keys) != 6 {
+			t.Fatalf("the batch's read found %d records, want the 6 of both shards", len(keys))
+		}
+		_, err = batch.ExecContext(ctx, "DELETE FROM "+e.Table+" WHERE `key` IN (?"+strings.Repeat(", ?", len(keys)-1)+") AND expires_at <= ?", append(keys, clock.UnixMicro())...)
+		if my := vitessError(t, "the batch's delete", err); my.Number != 1317 || !strings.Contains(my.Message, "multi-db transaction attempted") {
+			t.Errorf("the batch's delete: error %d %q, want 1317, a multi-db transaction", my.Number, my.Message)
+		}
+		if err := batch.Rollback(); err != nil {
+			t.Fatal(err)
 		}
 		// vtgate plans the rewrite from the table's columns, which its
 		// schema tracking learns from the shards about a second after a
@@ -251,7 +278,7 @@ func TestVitessPurgeAcrossShards(t *testing.T) {
 		}
 		// VEXPLAIN QUERIES runs the statement and lists what vtgate sent
 		// each shard.
-		rows, err := conn.QueryContext(ctx, "VEXPLAIN QUERIES "+del)
+		rows, err = conn.QueryContext(ctx, "VEXPLAIN QUERIES "+del)
 		if err != nil {
 			t.Fatal(err)
 		}

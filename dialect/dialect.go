@@ -146,9 +146,11 @@ type Capabilities struct {
 	// shard, as Vitess's vtgate does with transaction_mode SINGLE. A
 	// transaction that claims a key may then read and write only rows on
 	// that key's shard, and a statement on the whole table, such as
-	// Purge's, is refused in a transaction: the properties of
-	// idemtest.TestDialect that read or write elsewhere in the claim's
-	// transaction keep to the key's shard, or skip, saying why.
+	// Purge's, is refused in a transaction, unless the dialect is a
+	// ShardTargeter, whose Purge runs on each shard in turn: the
+	// properties of idemtest.TestDialect that read or write elsewhere in
+	// the claim's transaction keep to the key's shard, or skip, saying
+	// why.
 	ShardedByKey bool
 }
 

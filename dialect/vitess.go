@@ -1,6 +1,15 @@
 package dialect
 
-import "time"
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemgo/idem/driver"
+)
 
 // Vitess returns the dialect of MySQL behind Vitess's vtgate, for the
 // github.com/go-sql-driver/mysql driver, on a sharded keyspace whose
@@ -34,20 +43,72 @@ import "time"
 // key, or vtgate makes its transaction a multi-shard one: shard the tables
 // they write by a column whose vindex maps the request to the key's shard.
 //
-// Purge reads expired records on every shard, in one transaction: vtgate
-// with transaction_mode SINGLE refuses that (docs/operations.md).
+// A purge's batch reads and locks expired records wherever they are, which
+// vtgate with transaction_mode SINGLE refuses in one transaction, so the
+// dialect is a ShardTargeter: Purge runs on each shard in turn, on a
+// session addressed to it with USE `keyspace/shard`, and there each batch
+// is MySQL's, a transaction on that shard alone. Its delete names the
+// primary key with an optimizer hint, as vttablet's parser takes no
+// FORCE INDEX in a DELETE (docs/scaling.md).
 func Vitess() Dialect { return vitess{} }
 
 type vitess struct{ mysqlFamily }
 
-var _ Dialect = vitess{}
+var (
+	_ Dialect       = vitess{}
+	_ ShardTargeter = vitess{}
+)
 
 func (vitess) Name() string { return "vitess" }
 
 func (vitess) Statements(table string, _ time.Duration) Statements {
 	st := mysqlStatements(table)
 	st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + QuoteTable(table, '`') + " WHERE `key` = {key} FOR UPDATE"
+	// MySQL's delete with the index hint that vttablet parses: the
+	// optimizer hint INDEX keeps the delete on the primary key, away from
+	// the records that claims hold, as FORCE INDEX does on MySQL.
+	st.PurgeDelete = "DELETE /*+ INDEX(p PRIMARY) */ FROM " + QuoteTable(table, '`') + " AS p WHERE p.`key` IN ({keys}) AND p.expires_at <= {now}"
 	return st
+}
+
+// Shards lists the shards of the session's keyspace, from vtgate's SHOW
+// VITESS_SHARDS, which names every keyspace's shards as keyspace/shard.
+func (vitess) Shards(ctx context.Context, q driver.Tx) ([]string, error) {
+	var target sql.NullString
+	if err := q.QueryRow(ctx, "SELECT DATABASE()", nil, &target); err != nil {
+		return nil, err
+	}
+	// A session's target may name a shard or a tablet type after its
+	// keyspace (keyspace/shard, keyspace:shard, keyspace@primary).
+	keyspace, _, _ := strings.Cut(target.String, "@")
+	keyspace, _, _ = strings.Cut(keyspace, ":")
+	keyspace, _, _ = strings.Cut(keyspace, "/")
+	if keyspace == "" {
+		return nil, errors.New("the session uses no keyspace: name it in the DSN")
+	}
+	var shards []string
+	err := q.Query(ctx, "SHOW VITESS_SHARDS", nil, func(scan func(dest ...any) error) error {
+		var shard string
+		if err := scan(&shard); err != nil {
+			return err
+		}
+		if strings.HasPrefix(shard, keyspace+"/") {
+			shards = append(shards, shard)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(shards) == 0 {
+		return nil, fmt.Errorf("vtgate lists no shard of keyspace %q", keyspace)
+	}
+	return shards, nil
+}
+
+// TargetShard addresses the session to shard, a keyspace/shard of Shards.
+func (vitess) TargetShard(shard string) string {
+	return "USE `" + strings.ReplaceAll(shard, "`", "``") + "`"
 }
 
 // Capabilities says that a claim waits at least a second, as MySQL accepts

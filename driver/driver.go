@@ -81,6 +81,19 @@ type DB[TX any] interface {
 	Begin(ctx context.Context, first ...Query) (Owned[TX], []Row, error)
 }
 
+// Pinner is an optional interface of a DB: it lends one connection of its
+// pool to a Store whose statements change the session, as a purge of a
+// sharded table does when it addresses each shard in turn
+// (dialect.ShardTargeter). A session so changed must never serve another
+// caller, so the connection never goes back to the pool.
+type Pinner[TX any] interface {
+	// Pin returns a DB whose statements and transactions all run on one
+	// connection, which no other caller uses meanwhile, and a function that
+	// closes that connection, never returning it to the pool. The caller
+	// calls it once, when done, whatever happened.
+	Pin(ctx context.Context) (DB[TX], func() error, error)
+}
+
 // ErrNoRow is the error of an Owned's CommitAfter whose statement affected
 // no row.
 var ErrNoRow = errors.New("idem: the statement before the commit affected no row")

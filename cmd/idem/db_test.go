@@ -115,6 +115,9 @@ func TestDialects(t *testing.T) {
 		{"app:secret@tcp(db.internal:3306)/shop", "mysql", "mysql", idem.MySQL(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
 		{"app:secret@tcp(db.internal:3306)/shop", "MariaDB", "", idem.MariaDB(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
 		{"app:secret@tcp(db.internal:3306)/shop", "mariadb", "mysql", idem.MariaDB(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
+		{"app:secret@tcp(db.internal:3306)/shop", "tidb", "", idem.TiDB(), "mysql", "app:secret@tcp(db.internal:3306)/shop", "`billing`.`keys`"},
+		{"app:secret@tcp(vtgate.internal:3306)/shop", "vitess", "", idem.Vitess(), "mysql", "app:secret@tcp(vtgate.internal:3306)/shop", "`billing`.`keys`"},
+		{"app:secret@tcp(vtgate.internal:3306)/shop", "Vitess", "mysql", idem.Vitess(), "mysql", "app:secret@tcp(vtgate.internal:3306)/shop", "`billing`.`keys`"},
 		{"shop.db", "", "", idem.SQLite(), "sqlite", "shop.db?_txlock=immediate&_pragma=busy_timeout(5000)", `"billing"."keys"`},
 		{"shop", "sqlite3", "sqlite", idem.SQLite(), "sqlite", "shop?_txlock=immediate&_pragma=busy_timeout(5000)", `"billing"."keys"`},
 	} {
@@ -143,7 +146,7 @@ func TestDialects(t *testing.T) {
 		}
 	}
 	r := runCmd(t, "schema", "-dialect", "oracle")
-	if want := `idem: unknown dialect "oracle": want postgres, mysql, mariadb, tidb or sqlite` + "\n"; r.stderr != want {
+	if want := `idem: unknown dialect "oracle": want postgres, mysql, mariadb, tidb, vitess or sqlite` + "\n"; r.stderr != want {
 		t.Errorf("unknown dialect: %q, want %q", r.stderr, want)
 	}
 	r = runCmd(t, "stats", "-dsn", "x.db", "-dialect", "mariadb", "-driver", "pgx")

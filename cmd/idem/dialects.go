@@ -52,8 +52,8 @@ type demoSQL struct {
 	lastInsertID bool
 }
 
-// The MySQL, MariaDB and TiDB dialects share the table layout, the driver
-// and the demo's SQL.
+// The MySQL, MariaDB, TiDB and Vitess dialects share the table layout, the
+// driver and the demo's SQL.
 var (
 	mysqlDriver = []driverChoice{{name: "mysql", about: "mysql (go-sql-driver/mysql)"}}
 	mysqlDemo   = demoSQL{
@@ -105,6 +105,15 @@ var knownDialects = []knownDialect{
 		drivers: mysqlDriver,
 		quote:   '`',
 		title:   "TiDB",
+		demo:    mysqlDemo,
+	},
+	{
+		name:    "vitess",
+		about:   "Vitess's vtgate, on a keyspace sharded by key",
+		dialect: idem.Vitess,
+		drivers: mysqlDriver,
+		quote:   '`',
+		title:   "Vitess",
 		demo:    mysqlDemo,
 	},
 	{

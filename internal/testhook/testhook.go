@@ -1,7 +1,8 @@
 // Package testhook gives the tests of this module what the public API must
 // not: a way to move the database clock that the leases of multi-step
 // requests run on, so that a test sees a lease run out without waiting for
-// it. Package idem fills it in when it is initialised.
+// it, and a way into a purge's batch while it holds its records. Package
+// idem fills it in when it is initialised.
 package testhook
 
 import "time"
@@ -12,3 +13,10 @@ import "time"
 // such statement, and may change between them; a Store without the option
 // adds nothing.
 var LeaseClock func(offset func() time.Duration) any
+
+// PurgeHeld returns an idem.Option (as an any) for a Store whose Purge
+// calls held with the keys of each batch after the batch's PurgeSelect has
+// read (and, where the database can, locked) them and before its
+// PurgeDelete, in the batch's transaction: a test does there what a claim
+// could do meanwhile. held must not keep the keys it is given.
+var PurgeHeld func(held func(keys [][]byte)) any
