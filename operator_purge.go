@@ -17,7 +17,9 @@ import (
 // claim of their key replaces them.
 //
 // Where writers run concurrently, each batch is a short transaction of its
-// own: it locks up to batch expired records, skipping those that a claim is
+// own: it locks up to batch expired records (fewer where the dialect
+// bounds a batch, 1,000 on PostgreSQL; see Capabilities.MaxPurgeBatch),
+// skipping those that a claim is
 // taking over, and deletes those that are still expired. It never waits for
 // a claim while it holds the records it has deleted, which new requests
 // with those keys would wait for in turn. Where the database cannot skip a
@@ -52,6 +54,9 @@ func purge[TX any](ctx context.Context, s *Store, db driver.DB[TX], batch int) (
 	}
 	if batch <= 0 {
 		return 0, fmt.Errorf("%w: purge batch must be positive, got %d", ErrInvalidArgument, batch)
+	}
+	if m := dialect.CapabilitiesOf(s.d).MaxPurgeBatch; m > 0 {
+		batch = min(batch, m)
 	}
 	var full statement // PurgeDelete bound for a whole chunk of keys
 	if s.purgeDelete != "" {

@@ -152,6 +152,13 @@ type Capabilities struct {
 	// the claim's transaction keep to the key's shard, or skip, saying
 	// why.
 	ShardedByKey bool
+
+	// MaxPurgeBatch is the most expired records that one transaction of
+	// Purge takes, whatever batch its caller asks for; 0 sets no bound.
+	// A purge that locks each record of its batch in the server's shared
+	// lock table, as PostgreSQL's advisory locks are, would fail when a
+	// large batch fills it; Purge then runs more, smaller batches.
+	MaxPurgeBatch int
 }
 
 // CapabilitiesOf returns the Capabilities that d declares.

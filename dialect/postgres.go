@@ -158,6 +158,19 @@ SELECT key FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock) 
 	}
 }
 
+// postgresMaxPurgeBatch bounds a purge's batch on PostgreSQL: the batch
+// takes each key's advisory lock until it commits, one entry each of the
+// server's shared lock table, which has room for max_locks_per_transaction
+// (64 by default) for each connection the server allows, shared by every
+// session (TestPurgeBatchLargerThanLockTable).
+const postgresMaxPurgeBatch = 1000
+
+// Capabilities bounds a purge's batch, which takes a lock of the shared
+// lock table for each of its keys.
+func (postgres) Capabilities() Capabilities {
+	return Capabilities{MaxPurgeBatch: postgresMaxPurgeBatch}
+}
+
 // postgresLock returns the lock number of the quoted table t's key whose own
 // number, as SQL, is id: id with a hash of the table's schema-qualified
 // name in its upper half, so that every spelling of one table ("keys",
