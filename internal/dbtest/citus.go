@@ -77,9 +77,9 @@ func IsDistributed(db *sql.DB) bool {
 
 // Distribute spreads idem's table over the Citus workers by its key, as
 // docs/scaling.md tells an operator to after Migrate, which leaves the
-// table a plain one on the coordinator; and the effect table by its key,
-// which is text where idem's is bytea: Citus co-locates only tables whose
-// distribution columns have one type, so it is distributed on its own.
+// table a plain one on the coordinator; and the effect table by the key
+// itself, rk (see Effects), co-located with idem's table, so that a
+// request's record and effects live on one worker.
 func Distribute(t testing.TB, db *sql.DB, table, effects string) {
 	t.Helper()
 	ctx := context.Background()
@@ -89,7 +89,7 @@ func Distribute(t testing.TB, db *sql.DB, table, effects string) {
 	if effects == "" {
 		return
 	}
-	if _, err := db.ExecContext(ctx, `SELECT create_distributed_table($1, 'k', colocate_with => 'none')`, effects); err != nil {
+	if _, err := db.ExecContext(ctx, `SELECT create_distributed_table($1, 'rk', colocate_with => $2)`, effects, table); err != nil {
 		t.Fatalf("distribute %s: %v", effects, err)
 	}
 }

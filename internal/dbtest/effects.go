@@ -21,11 +21,14 @@ import (
 // effect goes to the shard of its record and the request's transaction
 // stays on one shard. k is then made from rk, and InsertSQL writes rk from
 // the same hex argument, so that the statements of the tests are the same
-// there.
+// there. On Citus (a Distributed target) it holds rk too, as bytea, by
+// which it is distributed in the co-location group of idem's table, whose
+// key is bytea: Citus co-locates only distribution columns of one type.
 type Effects struct {
 	Table   string
 	dialect idem.Dialect
 	db      *sql.DB
+	raw     bool // the table holds the key itself, rk, and k is made from it
 }
 
 // Execer is a database or a transaction.
@@ -40,10 +43,13 @@ func EffectKey(key string) string { return hex.EncodeToString([]byte(key)) }
 // it at the end of t.
 func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects {
 	t.Helper()
-	fx := &Effects{Table: table, dialect: d, db: db}
+	fx := OpenEffects(d, db, table)
 	ddl := "CREATE TABLE " + table + " (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"
-	if sharded(d) {
+	switch {
+	case sharded(d):
 		ddl = "CREATE TABLE " + table + " (rk VARBINARY(550) NOT NULL, k VARCHAR(1100) AS (LOWER(HEX(rk))) STORED NOT NULL, note TEXT NOT NULL)"
+	case fx.raw:
+		ddl = "CREATE TABLE " + table + " (rk bytea NOT NULL, k text GENERATED ALWAYS AS (encode(rk, 'hex')) STORED NOT NULL, note text NOT NULL)"
 	}
 	if _, err := db.ExecContext(context.Background(), ddl); err != nil {
 		t.Fatal(err)
@@ -58,7 +64,7 @@ func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects
 // OpenEffects is the effect table named table that NewEffects made, for a
 // process of a test's other than the one that made it.
 func OpenEffects(d idem.Dialect, db *sql.DB, table string) *Effects {
-	return &Effects{Table: table, dialect: d, db: db}
+	return &Effects{Table: table, dialect: d, db: db, raw: sharded(d) || IsDistributed(db)}
 }
 
 // Placeholder is the dialect's n-th bind marker, for statements on the
@@ -77,9 +83,13 @@ func dropAtEnd(t testing.TB, db *sql.DB, table string) {
 // InsertSQL is the statement that Insert sends: its arguments are the
 // EffectKey of the key, and the note.
 func (fx *Effects) InsertSQL() string {
-	if sharded(fx.dialect) {
+	switch {
+	case sharded(fx.dialect):
 		// vtgate computes the shard from UNHEX of the argument.
 		return "INSERT INTO " + fx.Table + " (rk, note) VALUES (UNHEX(?), ?)"
+	case fx.raw:
+		// Citus evaluates decode on the coordinator and routes the row.
+		return "INSERT INTO " + fx.Table + " (rk, note) VALUES (decode($1, 'hex'), $2)"
 	}
 	return "INSERT INTO " + fx.Table + " (k, note) VALUES (" + fx.dialect.Placeholder(1) + ", " + fx.dialect.Placeholder(2) + ")"
 }
@@ -104,9 +114,12 @@ func (fx *Effects) Func(key string, resp idem.Response) idem.Func {
 // Count counts the effect rows of key.
 func (fx *Effects) Count(t testing.TB, key string) int {
 	t.Helper()
-	if sharded(fx.dialect) {
+	switch {
+	case sharded(fx.dialect):
 		// On the key's shard alone.
 		return fx.count(t, " WHERE rk = UNHEX(?)", EffectKey(key))
+	case fx.raw:
+		return fx.count(t, " WHERE rk = decode($1, 'hex')", EffectKey(key))
 	}
 	return fx.count(t, " WHERE k = "+fx.dialect.Placeholder(1), EffectKey(key))
 }
