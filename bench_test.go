@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -335,11 +336,21 @@ func TestDoAllocationsAboveFloor(t *testing.T) {
 	}
 	defer dtx.Rollback()
 	fn := func(context.Context, *sql.Tx) (idem.Response, error) { return created, nil }
-	do := allocsPerCall(501, func() {
-		if res, err := store.Do(ctx, dtx, key, hashA, fn); err != nil || res.Outcome != idem.Claimed {
-			t.Fatalf("Do: %v, %v", res.Outcome, err)
+	// On a machine busy enough, the runtime's own allocations (see
+	// allocsPerCall) can move even the median: a count over the bound is
+	// taken again, up to five times, and the least counts. A Do that
+	// allocates more shows it in every count.
+	do := uint64(math.MaxUint64)
+	for range 5 {
+		do = min(do, allocsPerCall(501, func() {
+			if res, err := store.Do(ctx, dtx, key, hashA, fn); err != nil || res.Outcome != idem.Claimed {
+				t.Fatalf("Do: %v, %v", res.Outcome, err)
+			}
+		}))
+		if do <= floor+allocsAboveFloor {
+			break
 		}
-	})
+	}
 	t.Logf("Do %d allocations, database/sql's floor %d: %d above it", do, floor, do-floor)
 	if do > floor+allocsAboveFloor {
 		t.Errorf("a Claimed Do allocates %d times beyond database/sql's floor of %d, more than the %d of docs/performance.md", do-floor, floor, allocsAboveFloor)
