@@ -212,9 +212,6 @@ func testLockTimeout(t *testing.T, s *suite) {
 	within(t, "InFlight with no lock timeout", time.Since(start), 0, 900*time.Millisecond)
 }
 
-// skipIfConflictAtCommit skips a property about a claim that meets a held
-// key, which a database that settles the race at commit never does:
-// ConflictAtCommit shows what it does instead.
 // skipIfShardedByKey skips a property that needs a transaction on more
 // than one shard, for the reason given.
 func skipIfShardedByKey(t *testing.T, s *suite, why string) {
@@ -224,6 +221,9 @@ func skipIfShardedByKey(t *testing.T, s *suite, why string) {
 	}
 }
 
+// skipIfConflictAtCommit skips a property about a claim that meets a held
+// key, which a database that settles the race at commit never does:
+// ConflictAtCommit shows what it does instead.
 func skipIfConflictAtCommit(t *testing.T, s *suite) {
 	t.Helper()
 	if s.caps.ConflictAtCommit {
