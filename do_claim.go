@@ -115,15 +115,21 @@ func (s *Store) runClaim(ctx context.Context, tx driver.Tx, v *values) claimAnsw
 		return tx.QueryRow(ctx, s.claim.query, s.claim.args(v), dest...)
 	}, func(dest ...any) error {
 		return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
-	}, func(dest ...any) error {
+	}, s.heldRow(ctx, tx, v))
+}
+
+// heldRow returns a scan of the row of the dialect's ClaimHeld for v
+// through tx, for readClaim.
+func (s *Store) heldRow(ctx context.Context, tx driver.Tx, v *values) func(dest ...any) error {
+	return func(dest ...any) error {
 		return tx.QueryRow(ctx, s.claimHeld.query, s.claimHeld.args(v), dest...)
-	})
+	}
 }
 
 // heldIn runs the dialect's ClaimHeld for v through tx: whether another
 // transaction holds the key.
 func (s *Store) heldIn(ctx context.Context, tx driver.Tx, v *values) (busy bool, err error) {
-	err = tx.QueryRow(ctx, s.claimHeld.query, s.claimHeld.args(v), &busy)
+	err = s.heldRow(ctx, tx, v)(&busy)
 	return busy, err
 }
 

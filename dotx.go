@@ -221,9 +221,7 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 				return rows[1].Scan(dest...)
 			}
 			return tx.QueryRow(ctx, s.claimLost.query, s.claimLost.args(v), dest...)
-		}, func(dest ...any) error {
-			return tx.QueryRow(ctx, s.claimHeld.query, s.claimHeld.args(v), dest...)
-		})
+		}, s.heldRow(ctx, tx, v))
 		answer = &a
 	}
 	res, claimed, err := s.claimKey(ctx, tx, v, answer)
