@@ -29,6 +29,9 @@ const (
 	paramToken
 	paramLockID
 	paramKeys
+	// paramShard is the value of the shard column (WithShardColumn),
+	// which every statement that binds {key} binds in a table that has it.
+	paramShard
 	// The parameters of multi-step requests, which only the statements
 	// of RunStatements bind.
 	paramPhase
@@ -54,6 +57,7 @@ var paramNames = [...]string{
 	paramToken:       "token",
 	paramLockID:      "lock_id",
 	paramKeys:        "keys",
+	paramShard:       "shard",
 	paramPhase:       "phase",
 	paramLease:       "lease",
 	paramClockOffset: "clock_offset",
@@ -81,9 +85,14 @@ type values struct {
 	limit                  int64
 	token, lockID          int64
 	keys                   [][]byte // the batch of a purge, for {keys}
-	phase                  string   // a multi-step request's recovery point
-	lease, prevToken       int64    // its lease's length, and the token it takes over
-	clockOffset            int64    // added to the database's clock (internal/testhook)
+	// shard is the value of the shard column, nil in a table without
+	// one (WithShard), and shards the shard values of a purge's batch,
+	// one for each of keys.
+	shard            any
+	shards           []any
+	phase            string // a multi-step request's recovery point
+	lease, prevToken int64  // its lease's length, and the token it takes over
+	clockOffset      int64  // added to the database's clock (internal/testhook)
 
 	// argBuf holds the arguments of the statement being sent, which
 	// database/sql copies before the call returns, and keyArg the key
@@ -99,6 +108,8 @@ func (v *values) get(p param) any {
 			v.keyArg = v.key
 		}
 		return v.keyArg
+	case paramShard:
+		return v.shard
 	case paramRequestHash:
 		return v.requestHash
 	case paramCreatedAt:
@@ -147,11 +158,17 @@ func (s *statement) uses(p param) bool { return contains(s.params, p) }
 
 func (s *statement) args(v *values) []any {
 	args := v.argBuf[:0]
-	k := 0
+	k, sh := 0, 0
 	for _, p := range s.params {
-		if p == paramKeys {
+		switch {
+		case p == paramKeys:
 			args = append(args, v.keys[k])
 			k++
+			continue
+		case p == paramShard && v.shards != nil:
+			// a pair of a purge's batch, ({shard}, {key}) in {keys}
+			args = append(args, v.shards[sh])
+			sh++
 			continue
 		}
 		args = append(args, v.get(p))
@@ -162,14 +179,29 @@ func (s *statement) args(v *values) []any {
 // bind replaces the {name} parameters of sql with d's placeholders. Only the
 // names in allowed may appear: a dialect that binds something a statement
 // does not provide fails in New, not at run time. A {keys} list becomes
-// one placeholder.
-func bind(d Dialect, what, sql string, allowed ...param) (statement, error) {
-	return bindList(d, what, sql, 1, allowed...)
+// one placeholder. {shard} is allowed where allowed has paramShard, which
+// binder adds to every statement that may bind {key} in a table with a
+// shard column.
+func (b binder) bind(what, sql string, allowed ...param) (statement, error) {
+	return b.bindList(what, sql, 1, allowed...)
+}
+
+// binder binds the statements of one Store: d's, on a table with a shard
+// column when sharded is true.
+type binder struct {
+	d       Dialect
+	sharded bool
 }
 
 // bindList is bind with {keys} replaced by n placeholders, separated by
-// commas, each bound to one key of values.keys in turn.
-func bindList(d Dialect, what, sql string, n int, allowed ...param) (statement, error) {
+// commas, each bound to one key of values.keys in turn; in a table with a
+// shard column, by n pairs (shard, key), bound to values.shards and
+// values.keys.
+func (bd binder) bindList(what, sql string, n int, allowed ...param) (statement, error) {
+	d := bd.d
+	if bd.sharded && contains(allowed, paramKey) {
+		allowed = append(allowed[:len(allowed):len(allowed)], paramShard)
+	}
 	numbered := d.Placeholder(1) != d.Placeholder(2)
 	var (
 		b      strings.Builder
@@ -205,6 +237,11 @@ func bindList(d Dialect, what, sql string, n int, allowed ...param) (statement, 
 			for k := range n {
 				if k > 0 {
 					b.WriteString(", ")
+				}
+				if bd.sharded {
+					params = append(params, paramShard, p)
+					b.WriteString("(" + d.Placeholder(len(params)-1) + ", " + d.Placeholder(len(params)) + ")")
+					continue
 				}
 				params = append(params, p)
 				b.WriteString(d.Placeholder(len(params)))

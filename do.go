@@ -153,18 +153,24 @@ func (s *Store) doCall(ctx context.Context, tx driver.Tx, key string, reqHash []
 	if err := validateCall(key, reqHash, run == nil); err != nil {
 		return Result{}, err
 	}
+	shard, err := s.shardOf(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	start := s.startEvent()
-	res, wait, err := s.do(ctx, tx, s.newValues(key, reqHash), run)
+	res, wait, err := s.do(ctx, tx, s.newValues(key, shard, reqHash), run)
 	s.endEvent(ctx, start, key, res, err, wait, 1)
 	return res, err
 }
 
-// newValues returns the values of one claim of key for reqHash, stamped with
-// the Store's clock, a new claim token and the key's lock number.
-func (s *Store) newValues(key string, reqHash []byte) *values {
+// newValues returns the values of one claim of key under shard (nil in a
+// table without a shard column) for reqHash, stamped with the Store's
+// clock, a new claim token and the key's lock number.
+func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 	now := s.clock().UnixMicro()
 	v := &values{
 		key:         []byte(key),
+		shard:       shard,
 		requestHash: reqHash,
 		createdAt:   now,
 		expiresAt:   addMicros(now, s.retention),

@@ -61,7 +61,7 @@ func (s *Store) claimKey(ctx context.Context, tx driver.Tx, v *values, first *cl
 			// Lost to a record the statement did not return, a
 			// winner it could not see or an expired record it does
 			// not take over: look in a statement of its own.
-			rec, err = s.findIn(ctx, tx, v.key)
+			rec, err = s.findIn(ctx, tx, v.key, v.shard)
 			if err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout {
 				return Result{Outcome: InFlight}, false, nil
 			}
@@ -185,22 +185,25 @@ func (s *Store) scanClaim(scan func(dest ...any) error) (rec *record, claimed, b
 	return r, dst.claimed, dst.busy, nil
 }
 
-// find runs the lookup statement; no record is a nil record.
-func (s *Store) find(ctx context.Context, q Querier, key []byte) (*record, error) {
-	return s.scanRecord(q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key})...).Scan)
+// find runs the lookup statement for the record of key under shard, the
+// shard value (nil in a table without a shard column); no record is a nil
+// record.
+func (s *Store) find(ctx context.Context, q Querier, key []byte, shard any) (*record, error) {
+	return s.scanRecord(q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key, shard: shard})...).Scan)
 }
 
 // findIn runs the lookup statement through q: a transaction, or a
 // database outside any.
-func (s *Store) findIn(ctx context.Context, q driver.Tx, key []byte) (*record, error) {
+func (s *Store) findIn(ctx context.Context, q driver.Tx, key []byte, shard any) (*record, error) {
 	return s.scanRecord(func(dest ...any) error {
-		return q.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key}), dest...)
+		return q.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key, shard: shard}), dest...)
 	})
 }
 
-// findFunc reads the record of a key outside any transaction, for DoTx's
-// read first and its settling of a lost commit; no record is a nil record.
-type findFunc func(ctx context.Context, key []byte) (*record, error)
+// findFunc reads the record of a key under a shard value outside any
+// transaction, for DoTx's read first and its settling of a lost commit; no
+// record is a nil record.
+type findFunc func(ctx context.Context, key []byte, shard any) (*record, error)
 
 // scanRecord reads the row of the lookup statement, which scan scans; no
 // row is a nil record.

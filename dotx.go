@@ -60,24 +60,28 @@ func doTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, r
 	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}
-	find := func(ctx context.Context, k []byte) (*record, error) { return s.findIn(ctx, db, k) }
-	return s.runTx(ctx, key, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
-		return attemptTx(ctx, s, db, find, s.newValues(key, reqHash), fn, late)
+	shard, err := s.shardOf(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	find := func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, db, k, shard) }
+	return s.runTx(ctx, key, shard, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
+		return attemptTx(ctx, s, db, find, s.newValues(key, shard, reqHash), fn, late)
 	})
 }
 
-// runTx is DoTx after its arguments were checked, for any driver: find
-// reads the record of a key outside any transaction, and attempt runs one
+// runTx is DoTx after its arguments were checked, for any driver, for key
+// under shard: find reads the record of a key outside any transaction, and attempt runs one
 // transaction. It reads first where the policy says so, runs attempt again
 // while it answers ErrRetry, and reports the call to the observers and to
 // the lookup-first policy.
-func (s *Store) runTx(ctx context.Context, key string, reqHash []byte,
+func (s *Store) runTx(ctx context.Context, key string, shard any, reqHash []byte,
 	find findFunc,
 	attempt func(late *[]int64) (Result, time.Duration, error),
 ) (Result, error) {
 	start := s.startEvent()
 	if s.readFirst() {
-		if res, ok, err := s.answerFinished(ctx, find, key, reqHash); ok {
+		if res, ok, err := s.answerFinished(ctx, find, key, shard, reqHash); ok {
 			s.noteOutcome(res, err)
 			s.endEvent(ctx, start, key, res, err, 0, 0)
 			return res, err
@@ -106,9 +110,9 @@ func (s *Store) runTx(ctx context.Context, key string, reqHash []byte,
 // read outside any transaction, when that record is live and finished; ok is
 // false when a transaction has to decide. A failed read is not an answer
 // either: the transaction meets the same trouble and reports it.
-func (s *Store) answerFinished(ctx context.Context, find findFunc, key string, reqHash []byte) (res Result, ok bool, err error) {
+func (s *Store) answerFinished(ctx context.Context, find findFunc, key string, shard any, reqHash []byte) (res Result, ok bool, err error) {
 	k := []byte(key)
-	rec, err := find(ctx, k)
+	rec, err := find(ctx, k, shard)
 	if err != nil || rec == nil || !rec.finished || !rec.live(s.clock().UnixMicro()) {
 		return Result{}, false, nil
 	}
@@ -123,7 +127,7 @@ func (s *Store) answerFinished(ctx context.Context, find findFunc, key string, r
 // can run again, but its commit may yet land, so it adds its token to late;
 // another request's record answers as a claim would.
 func (s *Store) commitFailed(ctx context.Context, find findFunc, v *values, res Result, cerr error, late *[]int64) (Result, error) {
-	rec, err := s.findAfterCommit(ctx, find, v.key, cerr)
+	rec, err := s.findAfterCommit(ctx, find, v, cerr)
 	switch {
 	case err != nil:
 		return Result{}, err
@@ -136,19 +140,19 @@ func (s *Store) commitFailed(ctx context.Context, find findFunc, v *values, res 
 	return s.decide(v.key, v.requestHash, rec)
 }
 
-// findAfterCommit reads, with find on a fresh connection, the record of key
+// findAfterCommit reads, with find on a fresh connection, the record of v
 // after a commit that failed with cerr, to settle what the commit did. A
 // conflict, or a transaction that had ended, means that nothing was
 // committed: it returns the commit's error, which matches ErrRetry for a
 // conflict. When the lookup fails too, it returns ErrCommitUnknown. The
 // lookup runs even if ctx is done.
-func (s *Store) findAfterCommit(ctx context.Context, find findFunc, key []byte, cerr error) (*record, error) {
+func (s *Store) findAfterCommit(ctx context.Context, find findFunc, v *values, cerr error) (*record, error) {
 	if s.d.Classify(cerr) == dialect.ErrorRetry || errors.Is(cerr, sql.ErrTxDone) {
 		return nil, s.wrap("commit", cerr)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	rec, err := find(ctx, key)
+	rec, err := find(ctx, v.key, v.shard)
 	if err != nil {
 		return nil, fmt.Errorf("%w: commit: %w; lookup: %w", ErrCommitUnknown, cerr, err)
 	}

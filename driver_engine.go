@@ -54,7 +54,7 @@ func (e Engine[TX]) Lookup(ctx context.Context, db driver.DB[TX], key string) (R
 		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	s := e.s
-	return s.lookupWith(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.findIn(ctx, db, k) }, key)
+	return s.lookupWith(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, db, k, shard) }, key)
 }
 
 // Migrate is Store.Migrate on db.

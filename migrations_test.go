@@ -27,7 +27,9 @@ import (
 // (columns and indexes, as the database reports them), and undone in
 // reverse order, each Down must bring the table back to what it was before
 // its Up, down to no table at all. Both tools must have the same versions,
-// so that users of either get the same table.
+// so that users of either get the same table. The files of a table with a
+// shard column, in each dialect's sharded/, must make the table that
+// Migrate makes with WithShardColumn(dbtest.ShardType), the type they write.
 func TestMigrationFiles(t *testing.T) {
 	t.Run("versions", func(t *testing.T) {
 		dirs, err := os.ReadDir("migrations")
@@ -35,47 +37,64 @@ func TestMigrationFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, dir := range dirs {
-			goose := migrationNames(loadMigrations(t, dir.Name(), "goose", idem.DefaultTable))
-			migrate := migrationNames(loadMigrations(t, dir.Name(), "migrate", idem.DefaultTable))
-			if len(goose) == 0 || !slices.Equal(goose, migrate) {
-				t.Errorf("%s: goose has versions %q, golang-migrate %q", dir.Name(), goose, migrate)
+			for _, layout := range []string{dir.Name(), dir.Name() + "/sharded"} {
+				goose := migrationNames(loadMigrations(t, layout, "goose", idem.DefaultTable))
+				migrate := migrationNames(loadMigrations(t, layout, "migrate", idem.DefaultTable))
+				if len(goose) == 0 || !slices.Equal(goose, migrate) {
+					t.Errorf("%s: goose has versions %q, golang-migrate %q", layout, goose, migrate)
+				}
 			}
 		}
 	})
 	forEach(t, func(t *testing.T, tg target) {
 		db := tg.Open(t)
-		want := describe(t, db, tg.Family, migratedTable(t, db, tg.Dialect))
-		if len(want.Columns) == 0 || len(want.Indexes) == 0 {
-			t.Fatalf("Store.Migrate made a table with no columns or no index: %+v", want)
-		}
-		for _, tool := range []string{"goose", "migrate"} {
-			t.Run(tool, func(t *testing.T) {
-				table := newTable(t, db, "idem_files_")
-				steps := loadMigrations(t, tg.Family, tool, table)
-				shapes := []tableShape{describe(t, db, tg.Family, table)} // shapes[i]: after i Ups
-				for _, m := range steps {
-					execAll(t, db, m.name+" up", m.up)
-					shapes = append(shapes, describe(t, db, tg.Family, table))
-				}
-				got := shapes[len(steps)]
-				if want.Routines == nil {
-					// The files are the whole family's, and make the
-					// procedure of the MySQL dialect, which the
-					// target's dialect does without.
-					got.Routines = nil
-				}
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("the %s files make\n%v\nStore.Migrate makes\n%v", tool, got, want)
-				}
-				for i := len(steps) - 1; i >= 0; i-- {
-					execAll(t, db, steps[i].name+" down", steps[i].down)
-					if got := describe(t, db, tg.Family, table); !reflect.DeepEqual(got, shapes[i]) {
-						t.Errorf("after %s down the table is\n%v\nbefore its up it was\n%v", steps[i].name, got, shapes[i])
-					}
-				}
-			})
+		for _, layout := range []struct {
+			dir  string
+			opts []idem.Option
+		}{
+			{tg.Family, nil},
+			{tg.Family + "/sharded", []idem.Option{idem.WithShardColumn(dbtest.ShardType)}},
+		} {
+			t.Run(layout.dir, func(t *testing.T) { checkMigrationFiles(t, db, tg, layout.dir, layout.opts...) })
 		}
 	})
+}
+
+// checkMigrationFiles checks the files of dir, with each tool, against the
+// table that Store.Migrate makes with opts.
+func checkMigrationFiles(t *testing.T, db *sql.DB, tg target, dir string, opts ...idem.Option) {
+	t.Helper()
+	want := describe(t, db, tg.Family, migratedTable(t, db, tg.Dialect, opts...))
+	if len(want.Columns) == 0 || len(want.Indexes) == 0 {
+		t.Fatalf("Store.Migrate made a table with no columns or no index: %+v", want)
+	}
+	for _, tool := range []string{"goose", "migrate"} {
+		t.Run(tool, func(t *testing.T) {
+			table := newTable(t, db, "idem_files_")
+			steps := loadMigrations(t, dir, tool, table)
+			shapes := []tableShape{describe(t, db, tg.Family, table)} // shapes[i]: after i Ups
+			for _, m := range steps {
+				execAll(t, db, m.name+" up", m.up)
+				shapes = append(shapes, describe(t, db, tg.Family, table))
+			}
+			got := shapes[len(steps)]
+			if want.Routines == nil {
+				// The files are the whole family's, and make the
+				// procedure of the MySQL dialect, which the
+				// target's dialect does without.
+				got.Routines = nil
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("the %s files make\n%v\nStore.Migrate makes\n%v", tool, got, want)
+			}
+			for i := len(steps) - 1; i >= 0; i-- {
+				execAll(t, db, steps[i].name+" down", steps[i].down)
+				if got := describe(t, db, tg.Family, table); !reflect.DeepEqual(got, shapes[i]) {
+					t.Errorf("after %s down the table is\n%v\nbefore its up it was\n%v", steps[i].name, got, shapes[i])
+				}
+			}
+		})
+	}
 }
 
 // TestMigrateUpgradesOldTable checks that Store.Migrate brings a table made
@@ -342,10 +361,10 @@ func newStore(t *testing.T, d idem.Dialect, table string, opts ...idem.Option) *
 
 // migratedTable makes a table with Store.Migrate, the reference for the
 // others, and returns its name.
-func migratedTable(t *testing.T, db *sql.DB, d idem.Dialect) string {
+func migratedTable(t *testing.T, db *sql.DB, d idem.Dialect, opts ...idem.Option) string {
 	t.Helper()
 	table := newTable(t, db, "idem_ref_")
-	if err := newStore(t, d, table).Migrate(context.Background(), db); err != nil {
+	if err := newStore(t, d, table, opts...).Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
 	return table

@@ -25,7 +25,7 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 	if isNilQuerier(q) {
 		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
 	}
-	return s.lookupWith(ctx, func(ctx context.Context, k []byte) (*record, error) { return s.find(ctx, q, k) }, key)
+	return s.lookupWith(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) { return s.find(ctx, q, k, shard) }, key)
 }
 
 // lookupWith is Lookup, reading the record with find.
@@ -33,8 +33,12 @@ func (s *Store) lookupWith(ctx context.Context, find findFunc, key string) (Resu
 	if err := validateKey(key); err != nil {
 		return Result{}, err
 	}
+	shard, err := s.shardOf(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	k := []byte(key)
-	rec, err := find(ctx, k)
+	rec, err := find(ctx, k, shard)
 	if err != nil {
 		return Result{}, fmt.Errorf("idem: lookup: %w", err)
 	}

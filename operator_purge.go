@@ -133,11 +133,21 @@ func purgeBatch[TX any](ctx context.Context, s *Store, db driver.DB[TX], v *valu
 // deletes them with PurgeDelete, in tx.
 func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, sel, full statement) (deleted, found int64, err error) {
 	err = tx.Query(ctx, sel.query, sel.args(v), func(scan func(dest ...any) error) error {
-		var k []byte
-		if err := scan(&k); err != nil {
+		var (
+			k     []byte
+			shard any
+		)
+		dest := []any{&k}
+		if s.shardType != "" {
+			dest = []any{&shard, &k}
+		}
+		if err := scan(dest...); err != nil {
 			return err
 		}
 		v.keys = append(v.keys, k)
+		if s.shardType != "" {
+			v.shards = append(v.shards, s.scannedShard(shard))
+		}
 		return nil
 	})
 	if err != nil {
@@ -147,12 +157,15 @@ func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, sel, ful
 	if s.purgeHeld != nil {
 		s.purgeHeld(v.keys)
 	}
-	keys := v.keys
+	keys, shards := v.keys, v.shards
 	for len(keys) > 0 {
 		v.keys = keys[:min(len(keys), purgeChunk)]
 		keys = keys[len(v.keys):]
+		if shards != nil {
+			v.shards, shards = shards[:len(v.keys)], shards[len(v.keys):]
+		}
 		del := full
-		if len(del.params) != len(v.keys)+1 {
+		if len(del.params) != len(v.keys)+len(v.shards)+1 {
 			if del, err = s.purgeDeleteFor(len(v.keys)); err != nil {
 				return deleted, found, err
 			}
@@ -173,7 +186,7 @@ const purgeChunk = 10000
 
 // purgeDeleteFor binds PurgeDelete for a batch of n keys.
 func (s *Store) purgeDeleteFor(n int) (statement, error) {
-	return bindList(s.d, "purge delete", s.purgeDelete, n, paramKeys, paramNow)
+	return s.binder().bindList("purge delete", s.purgeDelete, n, paramKeys, paramNow)
 }
 
 // purgeError wraps an error of a purge's batch, with ErrRetry when the batch

@@ -35,7 +35,7 @@ func purgeShards[TX any](ctx context.Context, s *Store, db driver.DB[TX], t dial
 	// vtgate loses the value of a LIMIT placeholder in a statement
 	// prepared on a session targeted at a shard, and the shard then sees
 	// LIMIT NULL: the batch's size goes into the statement as a number.
-	sel, err := bind(s.d, "purge select", strings.ReplaceAll(s.purgeSelectSQL, "{limit}", strconv.Itoa(batch)), paramNow)
+	sel, err := s.binder().bind("purge select", strings.ReplaceAll(s.purgeSelectSQL, "{limit}", strconv.Itoa(batch)), paramNow)
 	if err != nil {
 		return 0, err
 	}

@@ -112,6 +112,10 @@ func changeRecord[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, 
 	if err := validateKey(key); err != nil {
 		return err
 	}
+	shard, err := s.shardOf(ctx)
+	if err != nil {
+		return err
+	}
 	tx, _, err := db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("idem: %s: %w", op, err)
@@ -124,7 +128,7 @@ func changeRecord[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, 
 	}()
 
 	// The request hash only fills the claim's insert, which is rolled back.
-	v := s.newValues(key, []byte{0})
+	v := s.newValues(key, shard, []byte{0})
 	a := s.runClaim(ctx, tx, v)
 	rec, claimed, busy, err := a.rec, a.claimed, a.busy, a.err
 	if err == nil && !claimed && !busy && s.claimHeld.query != "" && rec != nil && rec.live(v.createdAt) {
@@ -134,7 +138,7 @@ func changeRecord[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, 
 		busy, err = s.heldIn(ctx, tx, v)
 	}
 	if err == nil && !claimed && rec == nil && !busy {
-		rec, err = s.findIn(ctx, tx, v.key)
+		rec, err = s.findIn(ctx, tx, v.key, v.shard)
 	}
 	switch {
 	case err != nil && s.d.Classify(err) == dialect.ErrorLockTimeout, busy:

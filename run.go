@@ -182,7 +182,11 @@ func run[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, re
 	if s.steps == nil {
 		return Result{}, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
 	}
-	r := &stepRun[TX]{s: s, db: db, key: key, reqHash: reqHash, steps: steps}
+	shard, err := s.shardOf(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &stepRun[TX]{s: s, db: db, key: key, shard: shard, reqHash: reqHash, steps: steps}
 	return r.observed(ctx, kind)
 }
 
@@ -232,6 +236,7 @@ type stepRun[TX any] struct {
 	s       *Store
 	db      driver.DB[TX]
 	key     string
+	shard   any // the shard value, nil in a table without a shard column
 	reqHash []byte
 	steps   []Step
 	// anyPoint takes over a request whatever its recovery point, for
@@ -376,7 +381,7 @@ type taken struct {
 // The statement that marks or takes the request goes with the commit.
 func (r *stepRun[TX]) begin(ctx context.Context) (taken, error) {
 	s := r.s
-	v := s.newValues(r.key, r.reqHash)
+	v := s.newValues(r.key, r.shard, r.reqHash)
 	tx, _, err := r.db.Begin(ctx)
 	if err != nil {
 		return taken{}, s.wrap("begin", err)
@@ -474,7 +479,7 @@ func (r *stepRun[TX]) adopt(p *progress) (taken, error) {
 	if err != nil {
 		return taken{}, err
 	}
-	v := r.s.newValues(r.key, r.reqHash)
+	v := r.s.newValues(r.key, r.shard, r.reqHash)
 	v.token, v.prevToken = p.token, p.token
 	v.lease = r.s.lease.Microseconds()
 	r.v = v
@@ -490,9 +495,9 @@ func (r *stepRun[TX]) adopt(p *progress) (taken, error) {
 // ErrCommitUnknown when the lookup failed too. Under any other token, the
 // record is still the one from before the commit, which may yet land.
 func (r *stepRun[TX]) settleCommit(ctx context.Context, v *values, cerr error) error {
-	rec, err := r.s.findAfterCommit(ctx, func(ctx context.Context, k []byte) (*record, error) {
-		return r.s.findIn(ctx, r.db, k)
-	}, v.key, cerr)
+	rec, err := r.s.findAfterCommit(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) {
+		return r.s.findIn(ctx, r.db, k, shard)
+	}, v, cerr)
 	if err != nil || (rec != nil && rec.token == v.token) {
 		return err
 	}
@@ -508,7 +513,7 @@ func (r *stepRun[TX]) landedLate(ctx context.Context) (resp *Response, ok bool, 
 	if len(r.late) == 0 {
 		return nil, false, nil
 	}
-	rec, err := r.s.findIn(ctx, r.db, r.v.key)
+	rec, err := r.s.findIn(ctx, r.db, r.v.key, r.v.shard)
 	if err != nil || rec == nil || !slices.Contains(r.late, rec.token) {
 		return nil, false, err
 	}

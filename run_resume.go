@@ -15,6 +15,11 @@ import (
 // its final response.
 type Unfinished struct {
 	Key string
+	// Shard is the request's shard value (WithShardColumn), as the
+	// driver read it from the table, a []byte of a column that is not
+	// binary given as a string; nil in a table without a shard column.
+	// Resume puts it in the context of the request's steps (ShardFrom).
+	Shard any
 	// Phase is the request's recovery point, the last step it committed;
 	// empty when it has committed none yet.
 	Phase     string
@@ -74,9 +79,14 @@ func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Dur
 			key                          []byte
 			created, lease, backoff, now int64
 		)
-		if err := scan(&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now); err != nil {
+		dest := []any{&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now}
+		if s.shardType != "" {
+			dest = append([]any{&u.Shard}, dest...)
+		}
+		if err := scan(dest...); err != nil {
 			return err
 		}
+		u.Shard = s.scannedShard(u.Shard)
 		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
 		u.LeaseLeft = time.Duration(lease-now) * time.Microsecond
 		u.ResumeIn = time.Duration(lease+backoff-now) * time.Microsecond
@@ -231,9 +241,13 @@ func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps Steps
 		if err := ctx.Err(); err != nil {
 			return rep, errors.Join(append(errs, err)...)
 		}
+		ctx := ctx
+		if u.Shard != nil {
+			ctx = WithShard(ctx, u.Shard)
+		}
 		if err := resumeOne(ctx, s, db, &c, steps, u, &rep); err != nil {
 			rep.Failed++
-			if berr := s.backOff(ctx, db, u.Key); berr != nil {
+			if berr := s.backOff(ctx, db, u); berr != nil {
 				err = errors.Join(err, berr)
 			}
 			errs = append(errs, fmt.Errorf("key %q at step %q: %w", u.Key, u.Phase, err))
@@ -276,13 +290,13 @@ func resumeOne[TX any](ctx context.Context, s *Store, db driver.DB[TX], c *resum
 	return nil
 }
 
-// backOff notes that Resume failed to finish the request of key: the next
+// backOff notes that Resume failed to finish the request u: the next
 // calls leave it alone for longer (see Unfinished.ResumeIn). It runs even if
 // ctx is done, so that a failure is never forgotten.
-func (s *Store) backOff(ctx context.Context, db driver.Tx, key string) error {
+func (s *Store) backOff(ctx context.Context, db driver.Tx, u Unfinished) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
 	defer cancel()
-	if _, err := s.exec(ctx, db, s.steps.backoff, &values{key: []byte(key)}); err != nil {
+	if _, err := s.exec(ctx, db, s.steps.backoff, &values{key: []byte(u.Key), shard: u.Shard}); err != nil {
 		return fmt.Errorf("note the failure: %w", err)
 	}
 	return nil
@@ -293,7 +307,7 @@ func (s *Store) backOff(ctx context.Context, db driver.Tx, key string) error {
 // another call had it, or finished it, first. The observers get an
 // EventCompensate when it stored the response or failed.
 func compensate[TX any](ctx context.Context, s *Store, db driver.DB[TX], u Unfinished, fn func(ctx context.Context, tx any) (Response, error)) (claimed bool, err error) {
-	r := &stepRun[TX]{s: s, db: db, key: u.Key, reqHash: u.requestHash, anyPoint: true}
+	r := &stepRun[TX]{s: s, db: db, key: u.Key, shard: u.Shard, reqHash: u.requestHash, anyPoint: true}
 	defer func() {
 		if claimed || err != nil {
 			s.emit(ctx, u.Key, Event{Kind: EventCompensate, Outcome: Claimed, Err: err})

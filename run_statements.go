@@ -24,9 +24,10 @@ type stepStatements struct {
 	unfinished, resumable, backoff                                                  statement
 }
 
-// bindSteps binds the statements of multi-step requests of q for d, or
-// returns nil when d has none: all of them empty.
-func bindSteps(d Dialect, q dialect.RunStatements) (*stepStatements, error) {
+// bindSteps binds the statements of multi-step requests of q with bd, or
+// returns nil when the dialect has none: all of them empty.
+func bindSteps(bd binder, q dialect.RunStatements) (*stepStatements, error) {
+	d := bd.d
 	if q == (dialect.RunStatements{}) {
 		return nil, nil
 	}
@@ -58,7 +59,7 @@ func bindSteps(d Dialect, q dialect.RunStatements) (*stepStatements, error) {
 			}
 			return nil, fmt.Errorf("%w: %s dialect sets some of its Run statements and not %s: set all or none", ErrInvalidArgument, d.Name(), b.what)
 		}
-		st, err := bind(d, b.what, b.sql, b.params...)
+		st, err := bd.bind(b.what, b.sql, b.params...)
 		if err != nil {
 			return nil, err
 		}

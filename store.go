@@ -14,7 +14,8 @@ import (
 type Store struct {
 	d                Dialect
 	table            string
-	retention        int64 // microseconds
+	shardType        string // WithShardColumn's, "" for a table without the column
+	retention        int64  // microseconds
 	lockTimeout      time.Duration
 	clock            func() time.Time
 	maxResponseBytes int
@@ -67,21 +68,26 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	schema, st, err := tableStatements(d, c)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{
 		d:                d,
 		table:            c.table,
+		shardType:        c.shardType,
 		retention:        c.retention.Microseconds(),
 		lockTimeout:      c.lockTimeout,
 		clock:            c.clock,
 		maxResponseBytes: c.maxResponseBytes,
 		observers:        c.observers,
 		lookupFirst:      c.lookupFirst,
-		schema:           d.Schema(c.table),
+		schema:           schema,
 		lease:            c.lease,
 		leaseClock:       c.leaseClock,
 		purgeHeld:        c.purgeHeld,
 	}
-	st := d.Statements(c.table, c.lockTimeout)
+	bd := s.binder()
 	record := []param{paramKey, paramRequestHash, paramCreatedAt, paramExpiresAt}
 	for _, b := range []struct {
 		dst      *statement
@@ -107,7 +113,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 			}
 			return nil, fmt.Errorf("%w: %s dialect has no %s statement", ErrInvalidArgument, d.Name(), b.what)
 		}
-		stmt, err := bind(d, b.what, b.sql, b.params...)
+		stmt, err := bd.bind(b.what, b.sql, b.params...)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +132,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s dialect sets one of PurgeSelect and PurgeDelete: set both or neither", ErrInvalidArgument, d.Name())
 	}
 	if st.PurgeDelete != "" {
-		del, err := bind(d, "purge delete", st.PurgeDelete, paramKeys, paramNow)
+		del, err := bd.bind("purge delete", st.PurgeDelete, paramKeys, paramNow)
 		if err != nil {
 			return nil, err
 		}
@@ -137,11 +143,14 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		s.purgeSelectSQL = st.PurgeSelect
 	}
 	s.claimedWithoutRow = st.ClaimedWithoutRow
-	steps, err := bindSteps(d, st.Run)
+	steps, err := bindSteps(bd, st.Run)
 	if err != nil {
 		return nil, err
 	}
 	s.steps = steps
+	if err := s.checkShardBound(s.named()); err != nil {
+		return nil, err
+	}
 	var seed [8]byte
 	if _, err := rand.Read(seed[:]); err != nil {
 		return nil, fmt.Errorf("idem: seeding claim tokens: %w", err)
@@ -193,12 +202,7 @@ func (s *Store) Queries() map[string]Query {
 		return nil
 	}
 	qs := make(map[string]Query, 10)
-	for name, st := range map[string]*statement{
-		"Claim": &s.claim, "Takeover": &s.takeover, "Lookup": &s.lookup,
-		"Complete": &s.complete, "Abandon": &s.abandon, "Purge": &s.purge,
-		"ClaimWrite": &s.claimWrite, "ClaimLost": &s.claimLost, "ClaimHeld": &s.claimHeld,
-		"PurgeSelect": &s.purgeSelect,
-	} {
+	for name, st := range s.statements() {
 		if st.query == "" {
 			continue
 		}
@@ -217,6 +221,33 @@ func (s *Store) Queries() map[string]Query {
 		qs["PurgeDelete"] = q
 	}
 	return qs
+}
+
+// statements returns the Store's statements but PurgeDelete, keyed by the
+// names of the fields of dialect.Statements that hold them.
+func (s *Store) statements() map[string]*statement {
+	return map[string]*statement{
+		"Claim": &s.claim, "Takeover": &s.takeover, "Lookup": &s.lookup,
+		"Complete": &s.complete, "Abandon": &s.abandon, "Purge": &s.purge,
+		"ClaimWrite": &s.claimWrite, "ClaimLost": &s.claimLost, "ClaimHeld": &s.claimHeld,
+		"PurgeSelect": &s.purgeSelect,
+	}
+}
+
+// named returns statements and, where the dialect has them, the
+// statements of multi-step requests, as "Run.Start" and so on.
+func (s *Store) named() map[string]*statement {
+	m := s.statements()
+	if st := s.steps; st != nil {
+		for name, q := range map[string]*statement{
+			"Run.Start": &st.start, "Run.Progress": &st.progress, "Run.Takeover": &st.takeover,
+			"Run.Advance": &st.advance, "Run.Mark": &st.mark, "Run.Renew": &st.renew,
+			"Run.Finish": &st.finish, "Run.Release": &st.release, "Run.Backoff": &st.backoff,
+		} {
+			m[name] = q
+		}
+	}
+	return m
 }
 
 func (s *Store) check() error {

@@ -38,10 +38,21 @@ var _ Dialect = mariadb{}
 func (mariadb) Name() string { return "mariadb" }
 
 func (mariadb) Statements(table string, lockTimeout time.Duration) Statements {
-	st := mysqlStatements(table)
+	return mariadbStatements(table, keying{k: "`key`"}, lockTimeout)
+}
+
+// ShardColumnStatements is Statements for a table with shard_key of type
+// typ.
+func (mariadb) ShardColumnStatements(table, typ string, lockTimeout time.Duration) Statements {
+	return mariadbStatements(table, keying{k: "`key`", shard: typ}, lockTimeout)
+}
+
+// mariadbStatements is the statements on table, whose records kk names.
+func mariadbStatements(table string, kk keying, lockTimeout time.Duration) Statements {
+	st := mysqlStatements(table, kk)
 	t := QuoteTable(table, '`')
-	r := strings.NewReplacer("{T}", t, "{K}", "`key`", "{record}", record,
-		"{wait}", strconv.FormatInt(lockWaitSeconds(lockTimeout), 10))
+	r := strings.NewReplacer(append(kk.replacer(), "{T}", t, "{record}", record,
+		"{wait}", strconv.FormatInt(lockWaitSeconds(lockTimeout), 10))...)
 	// On a live record the update changes nothing, and RETURNING shows
 	// the record as it is. The update assigns one column and nothing
 	// else: the conditional assignments that would also take over an
@@ -49,11 +60,11 @@ func (mariadb) Statements(table string, lockTimeout time.Duration) Statements {
 	// server, where an expired record is rare, so Takeover does that in
 	// a statement of its own. It cannot wait: the claim holds the row.
 	st.Claim = r.Replace(`SET STATEMENT innodb_lock_wait_timeout = {wait} FOR
-INSERT INTO {T} ({K}, request_hash, token, created_at, expires_at)
-VALUES ({key}, {request_hash}, {token}, {created_at}, {expires_at})
+INSERT INTO {T} ({KCOLS}, request_hash, token, created_at, expires_at)
+VALUES ({KVALS}, {request_hash}, {token}, {created_at}, {expires_at})
 ON DUPLICATE KEY UPDATE token = token
 RETURNING token = {token}, 0, {record}`)
-	st.Takeover = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" + takeoverTemplate("`key`"))
+	st.Takeover = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" + takeoverTemplate(kk))
 	st.ClaimWrite = ""
 	// A plain SELECT is a locking read in a SERIALIZABLE transaction,
 	// and would wait the session's whole innodb_lock_wait_timeout (50
@@ -64,7 +75,7 @@ RETURNING token = {token}, 0, {record}`)
 	// from 10.6 on: there a purge's batch waits for a held record, under
 	// the Store's lock timeout, and is given up when it passes.
 	st.PurgeSelect = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" +
-		"SELECT {K} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE /*M!100600 SKIP LOCKED */")
+		"SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE /*M!100600 SKIP LOCKED */")
 	st.PurgeDelete = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" + st.PurgeDelete)
 	return st
 }

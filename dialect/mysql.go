@@ -56,8 +56,19 @@ var _ Dialect = mysql{}
 func (mysql) Name() string { return "mysql" }
 
 func (mysql) Statements(table string, lockTimeout time.Duration) Statements {
-	st := mysqlStatements(table)
-	st.Claim = "CALL " + claimProcedure(table) + "({key}, {request_hash}, {token}, {created_at}, {expires_at}, " +
+	return mysqlClaimStatements(table, keying{k: "`key`"}, lockTimeout)
+}
+
+// ShardColumnStatements is Statements for a table with shard_key of type
+// typ, whose procedure takes the shard value first.
+func (mysql) ShardColumnStatements(table, typ string, lockTimeout time.Duration) Statements {
+	return mysqlClaimStatements(table, keying{k: "`key`", shard: typ}, lockTimeout)
+}
+
+// mysqlClaimStatements is the statements on table, whose records kk names.
+func mysqlClaimStatements(table string, kk keying, lockTimeout time.Duration) Statements {
+	st := mysqlStatements(table, kk)
+	st.Claim = "CALL " + claimProcedure(table) + "(" + kk.values("") + ", {request_hash}, {token}, {created_at}, {expires_at}, " +
 		strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ")"
 	st.ClaimedWithoutRow = true
 	st.ClaimWrite = ""
@@ -76,8 +87,9 @@ func claimProcedure(table string) string {
 	return QuoteTable(table+"_claim", '`')
 }
 
-// claimProcedureSQL creates the claim's procedure of table (see MySQL).
-// Its parameters take no names of the table's columns, which a procedure's
+// claimProcedureSQL creates the claim's procedure of table (see MySQL),
+// whose records kk names: with a shard column, the procedure takes the
+// shard value, s, first. Its parameters take no names of the table's columns, which a procedure's
 // own names would hide.
 //
 // The procedure tells a claim that found a record from one that inserted by
@@ -96,9 +108,14 @@ func claimProcedure(table string) string {
 // record are declared only where one was found, and the lock wait is set
 // only where the session's own differs: every statement of the procedure
 // costs the server time that each new key pays.
-func claimProcedureSQL(table string) string {
+func claimProcedureSQL(table string, kk keying) string {
 	t := QuoteTable(table, '`')
-	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t, "{record}", record).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}(IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
+	shardIn, match, cols, vals := "", "`key` = k", "`key`", "k"
+	if kk.shard != "" {
+		shardIn, match, cols, vals = "IN s "+kk.shard+", ", "shard_key = s AND `key` = k", "shard_key, `key`", "s, k"
+	}
+	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t, "{record}", record,
+		"{S}", shardIn, "{MATCH}", match, "{KCOLS}", cols, "{KVALS}", vals).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}({S}IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
 SQL SECURITY INVOKER
 MODIFIES SQL DATA
 BEGIN
@@ -113,8 +130,8 @@ BEGIN
 	IF w <> saved THEN
 		SET SESSION innodb_lock_wait_timeout = w;
 	END IF;
-	INSERT INTO {T} (` + "`key`" + `, request_hash, token, created_at, expires_at)
-	VALUES (k, h, tok, ca, ea)
+	INSERT INTO {T} ({KCOLS}, request_hash, token, created_at, expires_at)
+	VALUES ({KVALS}, h, tok, ca, ea)
 	ON DUPLICATE KEY UPDATE token = IF(LAST_INSERT_ID(~lid) = ~lid, token, NULL);
 	IF w <> saved THEN
 		SET SESSION innodb_lock_wait_timeout = saved;
@@ -128,11 +145,11 @@ BEGIN
 			DECLARE bd LONGBLOB;
 			DECLARE cs VARBINARY(32);
 			DECLARE c, e, t BIGINT;
-			SELECT {record} INTO rh, st, hd, bd, cs, c, e, t FROM {T} WHERE ` + "`key`" + ` = k FOR UPDATE;
+			SELECT {record} INTO rh, st, hd, bd, cs, c, e, t FROM {T} WHERE {MATCH} FOR UPDATE;
 			IF e <= ca THEN
 				UPDATE {T} SET request_hash = h, created_at = ca, expires_at = ea,
 					token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
-				WHERE ` + "`key`" + ` = k;
+				WHERE {MATCH};
 				SET rh = h, st = NULL, hd = NULL, bd = NULL, cs = NULL, c = ca, e = ea, t = tok;
 			END IF;
 			SELECT t <=> tok, FALSE, rh, st, hd, bd, cs, c, e, t;
@@ -145,7 +162,12 @@ END`)
 // made by earlier versions lack too: CREATE PROCEDURE IF NOT EXISTS (MySQL
 // 8.0.29 or later) finds it there when it is.
 func (m mysql) Schema(table string) []string {
-	return append(m.mysqlFamily.Schema(table), claimProcedureSQL(table))
+	return append(m.mysqlFamily.Schema(table), claimProcedureSQL(table, keying{k: "`key`"}))
+}
+
+// ShardColumnSchema is Schema with shard_key of type typ.
+func (m mysql) ShardColumnSchema(table, typ string) []string {
+	return append(m.mysqlFamily.ShardColumnSchema(table, typ), claimProcedureSQL(table, keying{k: "`key`", shard: typ}))
 }
 
 // Error numbers that Hint names.
@@ -176,11 +198,22 @@ type mysqlFamily struct{}
 
 func (mysqlFamily) Placeholder(int) string { return "?" }
 
-func (mysqlFamily) Schema(table string) []string {
+func (mysqlFamily) Schema(table string) []string { return mysqlSchema(table, "") }
+
+// ShardColumnSchema is Schema with shard_key of type typ.
+func (mysqlFamily) ShardColumnSchema(table, typ string) []string { return mysqlSchema(table, typ) }
+
+// mysqlSchema is the family's table, with shard_key of type shard unless
+// shard is "".
+func mysqlSchema(table, shard string) []string {
 	t := QuoteTable(table, '`')
 	_, bare := splitTable(table)
+	shardCol, pk := "", "`key`"
+	if shard != "" {
+		shardCol, pk = "shard_key    "+shard+" NOT NULL,\n\t", "shard_key, `key`"
+	}
 	return []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
-	` + "`key`" + `       VARBINARY(512) NOT NULL,
+	` + shardCol + "`key`" + `       VARBINARY(512) NOT NULL,
 	request_hash VARBINARY(64)  NOT NULL,
 	token        BIGINT         NOT NULL,
 	created_at   BIGINT         NOT NULL,
@@ -192,7 +225,7 @@ func (mysqlFamily) Schema(table string) []string {
 	phase        VARBINARY(64)  NULL,
 	lease_until  BIGINT         NULL,
 	resume_backoff BIGINT       NULL,
-	PRIMARY KEY (` + "`key`" + `),
+	PRIMARY KEY (` + pk + `),
 	KEY ` + "`" + bare + "_expires_at`" + ` (expires_at)
 ) ENGINE=InnoDB`}
 }
@@ -236,19 +269,19 @@ const (
 // (ER_SP_DOES_NOT_EXIST).
 const myDoesNotExist = 1305
 
-// mysqlStatements returns the statements that MySQL and MariaDB share, with
-// the claim's write in ClaimWrite.
-func mysqlStatements(table string) Statements {
+// mysqlStatements returns the statements that the family shares, on table
+// whose records kk names, with the claim's write in ClaimWrite.
+func mysqlStatements(table string, kk keying) Statements {
 	t := QuoteTable(table, '`')
-	r := strings.NewReplacer("{T}", t, "{record}", record, "{K}", "`key`",
-		"{expired}", "expires_at <= VALUES(created_at)")
+	r := strings.NewReplacer(append(kk.replacer(), "{T}", t, "{record}", record,
+		"{expired}", "expires_at <= VALUES(created_at)")...)
 	return Statements{
 		// ON DUPLICATE KEY UPDATE assigns left to right, so expires_at,
 		// which the condition reads, comes last. VALUES(col), the value
 		// the INSERT would have written, is deprecated in MySQL 8.0.20
 		// for a row alias that TiDB does not know, and works on all.
-		ClaimWrite: r.Replace(`INSERT INTO {T} ({K}, request_hash, token, created_at, expires_at)
-VALUES ({key}, {request_hash}, {token}, {created_at}, {expires_at})
+		ClaimWrite: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, token, created_at, expires_at)
+VALUES ({KVALS}, {request_hash}, {token}, {created_at}, {expires_at})
 ON DUPLICATE KEY UPDATE
 	request_hash = IF({expired}, VALUES(request_hash), request_hash),
 	status       = IF({expired}, NULL, status),
@@ -258,9 +291,9 @@ ON DUPLICATE KEY UPDATE
 	token        = IF({expired}, VALUES(token), token),
 	created_at   = IF({expired}, VALUES(created_at), created_at),
 	expires_at   = IF({expired}, VALUES(expires_at), expires_at)`),
-		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {K} = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {K} = {key} AND token = {token}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE {K} = {key} AND token = {token}`),
+		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {MATCH}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {MATCH} AND token = {token}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE {MATCH} AND token = {token}`),
 		// A purge locks its batch skipping the records that claims
 		// hold (MySQL 8.0.1, MariaDB 10.6), then deletes it by key,
 		// checking the expiry again. A DELETE ... ORDER BY ... LIMIT
@@ -270,9 +303,9 @@ ON DUPLICATE KEY UPDATE
 		// only the rows the batch holds: InnoDB locks every row a
 		// statement scans, and on a small table the optimizer scans
 		// the whole of it, held records included.
-		PurgeSelect: r.Replace(`SELECT {K} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
-		PurgeDelete: r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE p.{K} IN ({keys}) AND p.expires_at <= {now}`),
-		Run:         mysqlRun(t),
+		PurgeSelect: r.Replace(`SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
+		PurgeDelete: r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE ` + kk.in("p.") + ` AND p.expires_at <= {now}`),
+		Run:         mysqlRun(t, kk),
 	}
 }
 
@@ -288,8 +321,8 @@ const mysqlClock = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMEST
 // claim before it, a locking read, saw and locked. Locking, it reads the
 // latest. It waits for nothing: the claim holds the row already, or lost it
 // to a phase that runs, and the read then fails at once.
-func mysqlRun(t string) RunStatements {
-	s := runTemplate(t, "`key`", mysqlClock, "LEAST", "GREATEST")
+func mysqlRun(t string, kk keying) RunStatements {
+	s := runTemplate(t, kk, mysqlClock, "LEAST", "GREATEST")
 	s.Progress += " FOR UPDATE NOWAIT"
 	return s
 }

@@ -40,12 +40,24 @@ func (postgres) Name() string { return "postgres" }
 
 func (postgres) Placeholder(n int) string { return NumberedPlaceholder("$", n) }
 
-func (postgres) Schema(table string) []string {
+func (postgres) Schema(table string) []string { return postgresSchema(table, "") }
+
+// ShardColumnSchema is Schema with shard_key of type typ.
+func (postgres) ShardColumnSchema(table, typ string) []string { return postgresSchema(table, typ) }
+
+// postgresSchema is the table, with shard_key of type shard unless shard
+// is "".
+func postgresSchema(table, shard string) []string {
 	t := QuoteTable(table, '"')
 	_, bare := splitTable(table)
+	key, pk := "key          bytea   PRIMARY KEY,", ""
+	if shard != "" {
+		key = "shard_key    " + shard + " NOT NULL,\n\tkey          bytea   NOT NULL,"
+		pk = ",\n\tPRIMARY KEY (shard_key, key)"
+	}
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + t + ` (
-	key          bytea   PRIMARY KEY,
+	` + key + `
 	request_hash bytea   NOT NULL,
 	created_at   bigint  NOT NULL,
 	expires_at   bigint  NOT NULL,
@@ -56,7 +68,7 @@ func (postgres) Schema(table string) []string {
 	token        bigint  NOT NULL DEFAULT 0,
 	phase        text,
 	lease_until  bigint,
-	resume_backoff bigint
+	resume_backoff bigint` + pk + `
 )`,
 		`CREATE INDEX IF NOT EXISTS "` + bare + `_expires_at" ON ` + t + ` (expires_at)`,
 	}
@@ -109,9 +121,21 @@ func pgExists(state string) bool {
 }
 
 func (postgres) Statements(table string, _ time.Duration) Statements {
+	return postgresStatements(table, keying{k: "key"})
+}
+
+// ShardColumnStatements is Statements for a table with shard_key of type
+// typ.
+func (postgres) ShardColumnStatements(table, typ string, _ time.Duration) Statements {
+	return postgresStatements(table, keying{k: "key", shard: typ})
+}
+
+// postgresStatements is the statements on table, whose records kk names.
+func postgresStatements(table string, kk keying) Statements {
 	t := QuoteTable(table, '"')
 	lock := postgresLock(t)
-	r := strings.NewReplacer("{T}", t, "{record}", record, "{lock}", lock("{lock_id}::bigint"))
+	r := strings.NewReplacer(append(kk.replacer(), "{T}", t, "{record}", record, "{lock}", lock("{lock_id}::bigint"),
+		"{KCAST}", kk.values("::bytea"))...)
 	return Statements{
 		// The claim is a plain INSERT behind a one-time filter, which
 		// the server plans as cheaply as the INSERT alone: a CTE that
@@ -121,10 +145,10 @@ func (postgres) Statements(table string, _ time.Duration) Statements {
 		// other claimer holds the key, so the insert cannot wait on one.
 		// The filter reads no column, so Citus evaluates it on the
 		// coordinator, as it does every such function of a write.
-		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
-SELECT {key}::bytea, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint
+		Claim: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, created_at, expires_at, token)
+SELECT {KCAST}, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint
 WHERE pg_try_advisory_xact_lock({lock})
-ON CONFLICT (key) DO NOTHING
+ON CONFLICT ({KCOLS}) DO NOTHING
 RETURNING true, false, {record}`),
 		// When the claim returned nothing, the key has a record or the
 		// lock was held by another transaction. ClaimLost reads the
@@ -134,12 +158,12 @@ RETURNING true, false, {record}`),
 		// otherwise ClaimHeld asks for the lock (a lock this
 		// transaction holds is granted again) in a statement that reads
 		// no table, which runs where the claim's lock was taken.
-		ClaimLost: r.Replace(`SELECT false, false, {record} FROM {T} WHERE key = {key}`),
+		ClaimLost: r.Replace(`SELECT false, false, {record} FROM {T} WHERE {MATCH}`),
 		ClaimHeld: r.Replace(`SELECT NOT pg_try_advisory_xact_lock({lock})`),
-		Takeover:  r.Replace(takeoverTemplate("key")),
-		Lookup:    r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
-		Complete:  r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
-		Abandon:   r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
+		Takeover:  r.Replace(takeoverTemplate(kk)),
+		Lookup:    r.Replace(`SELECT {record} FROM {T} WHERE {MATCH}`),
+		Complete:  r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {MATCH} AND token = {token}`),
+		Abandon:   r.Replace(`DELETE FROM {T} WHERE {MATCH} AND token = {token}`),
 		// A batch skips the records whose key a claim holds, by the
 		// claim's own lock, which it takes for the others until they are
 		// deleted: a claim that takes an expired record over holds it
@@ -151,10 +175,10 @@ RETURNING true, false, {record}`),
 		// subquery on the workers and the filter on the coordinator,
 		// where the claims take their locks. The key's lock number is
 		// derived in SQL as the Store derives {lock_id} (lockID).
-		PurgeSelect: r.Replace(`WITH batch AS MATERIALIZED (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})
-SELECT key FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock) + `)`),
-		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE key IN ({keys}) AND expires_at <= {now}`),
-		Run:         postgresRun(t),
+		PurgeSelect: r.Replace(`WITH batch AS MATERIALIZED (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})
+SELECT {KCOLS} FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock) + `)`),
+		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE ` + kk.in("") + ` AND expires_at <= {now}`),
+		Run:         postgresRun(t, kk),
 	}
 }
 
@@ -198,8 +222,8 @@ const postgresClock = `(extract(epoch from statement_timestamp()) * 1000000)::bi
 // advisory lock of the claim, which a phase holds while it runs. Neither
 // statement reads a table, so on Citus both run on the coordinator, as the
 // claim's lock does.
-func postgresRun(t string) RunStatements {
-	s := runTemplate(t, "key", postgresClock, "LEAST", "GREATEST")
+func postgresRun(t string, kk keying) RunStatements {
+	s := runTemplate(t, kk, postgresClock, "LEAST", "GREATEST")
 	key := postgresLock(t)("{lock_id}::bigint")
 	s.Lock = `SELECT pg_advisory_xact_lock` + key
 	s.TryLock = `SELECT pg_try_advisory_xact_lock` + key

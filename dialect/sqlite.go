@@ -33,8 +33,20 @@ func (sqlite) Name() string { return "sqlite" }
 
 func (sqlite) Placeholder(n int) string { return NumberedPlaceholder("?", n) }
 
-func (sqlite) Schema(table string) []string {
+func (sqlite) Schema(table string) []string { return sqliteSchema(table, "") }
+
+// ShardColumnSchema is Schema with shard_key of type typ.
+func (sqlite) ShardColumnSchema(table, typ string) []string { return sqliteSchema(table, typ) }
+
+// sqliteSchema is the table, with shard_key of type shard unless shard is
+// "".
+func sqliteSchema(table, shard string) []string {
 	t := QuoteTable(table, '"')
+	key, pk := "key          BLOB    NOT NULL PRIMARY KEY,", ""
+	if shard != "" {
+		key = "shard_key    " + shard + " NOT NULL,\n\tkey          BLOB    NOT NULL,"
+		pk = ",\n\tPRIMARY KEY (shard_key, key)"
+	}
 	_, bare := splitTable(table)
 	// SQLite names an index in the table's schema by qualifying the index.
 	index := `"` + bare + `_expires_at"`
@@ -43,7 +55,7 @@ func (sqlite) Schema(table string) []string {
 	}
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + t + ` (
-	key          BLOB    NOT NULL PRIMARY KEY,
+	` + key + `
 	request_hash BLOB    NOT NULL,
 	created_at   INTEGER NOT NULL,
 	expires_at   INTEGER NOT NULL,
@@ -54,7 +66,7 @@ func (sqlite) Schema(table string) []string {
 	token        INTEGER NOT NULL DEFAULT 0,
 	phase        TEXT,
 	lease_until  INTEGER,
-	resume_backoff INTEGER
+	resume_backoff INTEGER` + pk + `
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + index + ` ON "` + bare + `" (expires_at)`,
 	}
@@ -94,24 +106,39 @@ func sqliteExists(err error) bool {
 }
 
 func (sqlite) Statements(table string, _ time.Duration) Statements {
+	return sqliteStatements(table, keying{k: "key"})
+}
+
+// ShardColumnStatements is Statements for a table with shard_key of type
+// typ.
+func (sqlite) ShardColumnStatements(table, typ string, _ time.Duration) Statements {
+	return sqliteStatements(table, keying{k: "key", shard: typ})
+}
+
+// sqliteStatements is the statements on table, whose records kk names.
+func sqliteStatements(table string, kk keying) Statements {
 	t := QuoteTable(table, '"')
-	r := strings.NewReplacer("{T}", t, "{record}", record)
+	tuple := kk.columns("") // the records of a purge's subquery
+	if kk.shard != "" {
+		tuple = "(" + tuple + ")"
+	}
+	r := strings.NewReplacer(append(kk.replacer(), "{T}", t, "{record}", record, "{TUPLE}", tuple)...)
 	return Statements{
 		// The claim returns a row only when it inserted; Do then reads
 		// the record with Lookup, and replaces an expired one with
 		// Takeover. An upsert that also took over an expired record
 		// cost every new key a tenth of its throughput (the statement is
 		// compiled anew for each call), for a case that is rare.
-		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
-VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token})
-ON CONFLICT (key) DO NOTHING
+		Claim: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, created_at, expires_at, token)
+VALUES ({KVALS}, {request_hash}, {created_at}, {expires_at}, {token})
+ON CONFLICT ({KCOLS}) DO NOTHING
 RETURNING 1, 0, {record}`),
-		Takeover: r.Replace(takeoverTemplate("key")),
-		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
-		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE key = {key} AND token = {token}`),
-		Abandon:  r.Replace(`DELETE FROM {T} WHERE key = {key} AND token = {token}`),
-		Purge:    r.Replace(`DELETE FROM {T} WHERE key IN (SELECT key FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
-		Run:      runTemplate(t, "key", sqliteClock, "min", "max"),
+		Takeover: r.Replace(takeoverTemplate(kk)),
+		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {MATCH}`),
+		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {MATCH} AND token = {token}`),
+		Abandon:  r.Replace(`DELETE FROM {T} WHERE {MATCH} AND token = {token}`),
+		Purge:    r.Replace(`DELETE FROM {T} WHERE {TUPLE} IN (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
+		Run:      runTemplate(t, kk, sqliteClock, "min", "max"),
 	}
 }
 

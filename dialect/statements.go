@@ -32,6 +32,8 @@ package dialect
 // {created_at}, {expires_at}, {status}, {header}, {body}, {checksum}, {now}
 // and {limit}, the column values or the moment and batch size of a purge;
 // {keys}, the keys of one batch of a purge, one placeholder each;
+// {shard}, the value of shard_key in a table with a shard column (see
+// ShardColumn);
 // {token}, the number of one claim, unique to it; and {lock_id}, a 64-bit
 // number derived from the key, the same in every process (a dialect whose
 // locks are shared by several tables mixes the table in itself, as the

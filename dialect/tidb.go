@@ -33,13 +33,24 @@ var _ Dialect = tidb{}
 func (tidb) Name() string { return "tidb" }
 
 func (tidb) Statements(table string, lockTimeout time.Duration) Statements {
-	st := mysqlStatements(table)
+	return tidbStatements(table, keying{k: "`key`"}, lockTimeout)
+}
+
+// ShardColumnStatements is Statements for a table with shard_key of type
+// typ.
+func (tidb) ShardColumnStatements(table, typ string, lockTimeout time.Duration) Statements {
+	return tidbStatements(table, keying{k: "`key`", shard: typ}, lockTimeout)
+}
+
+// tidbStatements is the statements on table, whose records kk names.
+func tidbStatements(table string, kk keying, lockTimeout time.Duration) Statements {
+	st := mysqlStatements(table, kk)
 	t := QuoteTable(table, '`')
 	hint := "/*+ SET_VAR(innodb_lock_wait_timeout = " + strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ") */"
 	hinted := func(q, verb string) string { return strings.Replace(q, verb, verb+" "+hint, 1) }
 	st.ClaimWrite = hinted(st.ClaimWrite, "INSERT")
 	// The insert holds the record, so the read waits for nothing.
-	st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + t + " WHERE `key` = {key} FOR UPDATE"
+	st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + t + " WHERE " + kk.match("") + " FOR UPDATE"
 	// A purge's batch that waits for a held record gives up after the
 	// Store's lock timeout, and Purge answers ErrRetry.
 	st.PurgeSelect = hinted(st.PurgeSelect, "SELECT")

@@ -62,12 +62,23 @@ var (
 func (vitess) Name() string { return "vitess" }
 
 func (vitess) Statements(table string, _ time.Duration) Statements {
-	st := mysqlStatements(table)
-	st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + QuoteTable(table, '`') + " WHERE `key` = {key} FOR UPDATE"
+	return vitessStatements(table, keying{k: "`key`"})
+}
+
+// ShardColumnStatements is Statements for a table with shard_key of type
+// typ, which the VSchema shards by shard_key (docs/scaling.md).
+func (vitess) ShardColumnStatements(table, typ string, _ time.Duration) Statements {
+	return vitessStatements(table, keying{k: "`key`", shard: typ})
+}
+
+// vitessStatements is the statements on table, whose records kk names.
+func vitessStatements(table string, kk keying) Statements {
+	st := mysqlStatements(table, kk)
+	st.Claim = "SELECT token = {token}, 0, " + record + " FROM " + QuoteTable(table, '`') + " WHERE " + kk.match("") + " FOR UPDATE"
 	// MySQL's delete with the index hint that vttablet parses: the
 	// optimizer hint INDEX keeps the delete on the primary key, away from
 	// the records that claims hold, as FORCE INDEX does on MySQL.
-	st.PurgeDelete = "DELETE /*+ INDEX(p PRIMARY) */ FROM " + QuoteTable(table, '`') + " AS p WHERE p.`key` IN ({keys}) AND p.expires_at <= {now}"
+	st.PurgeDelete = "DELETE /*+ INDEX(p PRIMARY) */ FROM " + QuoteTable(table, '`') + " AS p WHERE " + kk.in("p.") + " AND p.expires_at <= {now}"
 	return st
 }
 

@@ -1,0 +1,106 @@
+package dbtest
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/idemgo/idem"
+)
+
+// ShardType is the SQL type of the shard column of the tests' stores that
+// shard by customer (SetupByCustomer), the type of Orders' customer_id.
+const ShardType = "BIGINT"
+
+// Orders is a table of orders of customers, sharded by customer_id as a
+// real service's effects are, not by the idempotency key: the effect table
+// of the tests of a store with a shard column (idem.WithShardColumn),
+// whose records hold the customer id in shard_key. On Vitess both tables
+// are sharded with the keyspace's xxhash vindex, idem's by shard_key and
+// the orders by customer_id, so that a customer's records and orders live
+// on one shard; on Citus, idem's table is distributed by shard_key and
+// the orders by customer_id, and idem's by shard_key in the orders'
+// co-location group.
+type Orders struct {
+	Table   string
+	dialect idem.Dialect
+	db      *sql.DB
+}
+
+// SetupByCustomer opens tg for t and makes a store with opts and a shard
+// column of type ShardType on a table of its own, migrates it, and creates
+// an Orders table beside it; both are sharded by customer as Orders says,
+// and dropped at the end of t.
+func (tg Target) SetupByCustomer(t testing.TB, opts ...idem.Option) (*Env, *Orders) {
+	t.Helper()
+	db, dsn := tg.OpenDSN(t)
+	ctx := context.Background()
+	suffix := RandomName()
+	e := &Env{Dialect: tg.Dialect, DB: db, DSN: dsn, Table: "idem_" + suffix}
+	store, err := idem.New(tg.Dialect, append([]idem.Option{idem.WithTable(e.Table), idem.WithShardColumn(ShardType)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Store = store
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	dropAtEnd(t, db, e.Table)
+	if tg.Dialect.Name() == "mysql" {
+		t.Cleanup(func() {
+			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+e.Table+"_claim"); err != nil {
+				t.Errorf("drop %s_claim: %v", e.Table, err)
+			}
+		})
+	}
+	o := &Orders{Table: "orders_" + suffix, dialect: tg.Dialect, db: db}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+o.Table+" (customer_id "+ShardType+" NOT NULL, k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	dropAtEnd(t, db, o.Table)
+	switch {
+	case sharded(tg.Dialect):
+		addVindex(t, db, e.Table, "shard_key")
+		addVindex(t, db, o.Table, "customer_id")
+	case IsDistributed(db):
+		// The orders first, as a service's tables are there before
+		// idem's: idem's table joins their co-location group.
+		if _, err := db.ExecContext(ctx, `SELECT create_distributed_table($1, 'customer_id')`, o.Table); err != nil {
+			t.Fatalf("distribute %s: %v", o.Table, err)
+		}
+		if _, err := db.ExecContext(ctx, `SELECT create_distributed_table($1, 'shard_key', colocate_with => $2)`, e.Table, o.Table); err != nil {
+			t.Fatalf("distribute %s: %v", e.Table, err)
+		}
+	}
+	return e, o
+}
+
+// Place returns a Func that writes customer's order for key, noted "done",
+// and answers resp.
+func (o *Orders) Place(customer int64, key string, resp idem.Response) idem.Func {
+	return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		if err := o.Insert(ctx, tx, customer, key); err != nil {
+			return idem.Response{}, err
+		}
+		return resp, nil
+	}
+}
+
+// Insert writes customer's order for key through ex.
+func (o *Orders) Insert(ctx context.Context, ex Execer, customer int64, key string) error {
+	_, err := ex.ExecContext(ctx, "INSERT INTO "+o.Table+" (customer_id, k, note) VALUES ("+
+		o.dialect.Placeholder(1)+", "+o.dialect.Placeholder(2)+", 'done')", customer, EffectKey(key))
+	return err
+}
+
+// Count counts customer's orders for key, on the customer's shard alone.
+func (o *Orders) Count(t testing.TB, customer int64, key string) int {
+	t.Helper()
+	var n int
+	err := o.db.QueryRowContext(context.Background(), "SELECT count(*) FROM "+o.Table+" WHERE customer_id = "+
+		o.dialect.Placeholder(1)+" AND k = "+o.dialect.Placeholder(2), customer, EffectKey(key)).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
