@@ -176,21 +176,20 @@ func (s *statement) args(v *values) []any {
 	return args
 }
 
-// bind replaces the {name} parameters of sql with d's placeholders. Only the
-// names in allowed may appear: a dialect that binds something a statement
-// does not provide fails in New, not at run time. A {keys} list becomes
-// one placeholder. {shard} is allowed where allowed has paramShard, which
-// binder adds to every statement that may bind {key} in a table with a
-// shard column.
-func (b binder) bind(what, sql string, allowed ...param) (statement, error) {
-	return b.bindList(what, sql, 1, allowed...)
-}
-
 // binder binds the statements of one Store: d's, on a table with a shard
 // column when sharded is true.
 type binder struct {
 	d       Dialect
 	sharded bool
+}
+
+// bind replaces the {name} parameters of sql with the dialect's
+// placeholders. Only the names in allowed may appear: a dialect that binds
+// something a statement does not provide fails in New, not at run time. A {keys} list becomes
+// one placeholder. In a table with a shard column, every statement that
+// may bind {key} may bind {shard} too.
+func (bd binder) bind(what, sql string, allowed ...param) (statement, error) {
+	return bd.bindList(what, sql, 1, allowed...)
 }
 
 // bindList is bind with {keys} replaced by n placeholders, separated by

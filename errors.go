@@ -10,7 +10,10 @@ import (
 var (
 	// ErrInvalidArgument is returned by New for a bad option, and by every
 	// method of Store for a nil transaction, database, function or Store, or
-	// a Store not made by New; Engine.Purge returns it for a dialect that
+	// a Store not made by New; every method that names a record by its key
+	// returns it, before it sends anything, for a Store with a shard column
+	// (WithShardColumn) whose context has no shard value of a type it binds
+	// (WithShard); Engine.Purge returns it for a dialect that
 	// purges shard by shard (dialect.ShardTargeter) on a driver whose
 	// database cannot lend one connection (driver.Pinner). The adapters
 	// wrap it too: idemhttp's New, NewWithRunner and options, and
