@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"strconv"
 
 	"github.com/idemgo/idem"
 )
@@ -14,6 +13,8 @@ Release deletes the record of a key left unfinished, so that the next
 request with the key runs as a new one and does the work.
 
 ` + keyHelp + `
+
+` + shardHelp + `
 
 A key is left unfinished when a handler commits its transaction itself,
 before idem has stored the response: the key answers in flight for the
@@ -57,6 +58,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	var k keyFlags
 	k.register(fs)
 	noEffect := fs.Bool("no-effect", false, "confirm that the request's effect did not happen (required)")
@@ -67,6 +69,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	key, err := k.stored("release", rest)
 	if err != nil {
+		return err
+	}
+	if ctx, err = k.withShard(ctx, "release", f.shardColumn); err != nil {
 		return err
 	}
 	if !*noEffect {
@@ -88,7 +93,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return stuckError(d, &k, "release", err)
 	}
 	w := e.stdout
-	line(w, "key", strconv.Quote(key))
+	k.writeKey(w, key)
 	line(w, "state", "released: the record is deleted; the next request with this key runs as a new one")
 	return nil
 }

@@ -24,6 +24,8 @@ its request gets that response back instead of 409.
 
 ` + keyHelp + `
 
+` + shardHelp + `
+
 A key is left unfinished when a handler commits its transaction itself,
 before idem has stored the response: the effect and the record of the key
 are committed, the response is not, and the key answers in flight for the
@@ -70,6 +72,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	var k keyFlags
 	k.register(fs)
 	status := fs.Int("status", 0, "the response's status (required): an HTTP status, or any number that fits in 32 bits")
@@ -84,6 +87,9 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	}
 	key, err := k.stored("settle", rest)
 	if err != nil {
+		return err
+	}
+	if ctx, err = k.withShard(ctx, "settle", f.shardColumn); err != nil {
 		return err
 	}
 	given := map[string]bool{}
@@ -121,7 +127,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 		return stuckError(d, &k, "settle", err)
 	}
 	w := e.stdout
-	line(w, "key", strconv.Quote(key))
+	k.writeKey(w, key)
 	line(w, "state", "settled: a retry of the request now gets this response back")
 	line(w, "status", strconv.Itoa(resp.Status)+statusName(resp.Status))
 	writeHeader(w, resp.Header)

@@ -49,6 +49,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	rest, err := parseFlags(e, fs, statsHelp, args)
 	if err != nil {
 		return err

@@ -25,6 +25,10 @@ and back-offs are by the database's clock.
 
 -age leaves out the requests younger than it; -limit says how many to show.
 
+On a table with a shard column, give its type with -shard-column: a SHARD
+column comes first, each request's shard value, which settle, release and
+forget take with -shard.
+
 Example:
   IDEM_DSN='postgres://ops@db.internal/shop' idem unfinished -age 5m
 `
@@ -36,6 +40,7 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("unfinished", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	age := fs.Duration("age", 0, "list only the requests at least this old")
 	limit := fs.Int("limit", defaultUnfinishedLimit, "list at most this many requests")
 	rest, err := parseFlags(e, fs, unfinishedHelp, args)
@@ -66,8 +71,18 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	// On a table with a shard column, a record is its shard value and its
+	// key: the SHARD column says which, as -shard of settle, release and
+	// forget takes it.
+	sharded := d.shardType != ""
+	if sharded {
+		fmt.Fprint(w, "SHARD\t")
+	}
 	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE\tRESUMER")
 	for _, u := range list {
+		if sharded {
+			fmt.Fprintf(w, "%s\t", shardText(u.Shard, d.shardType))
+		}
 		step := u.Phase
 		if step == "" {
 			step = "-"
