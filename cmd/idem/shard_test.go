@@ -89,9 +89,20 @@ func TestSchemaShardColumn(t *testing.T) {
 // record of the customer -shard names, and on no other; unfinished shows
 // each request's customer; purge deletes the expired records of every
 // customer, and keeps the live ones. Without -shard-column, every command
-// that reads the table refuses it, and changes nothing.
+// that reads the table refuses it, and changes nothing. On Vitess, with
+// transaction_mode SINGLE, the table is sharded by shard_key once migrate
+// has made it, as an operator shards it (docs/scaling.md).
 func TestShardColumnCommands(t *testing.T) {
-	forEach(t, func(t *testing.T, tb *testDB) {
+	forEach(t, shardColumnCommands)
+	dbtest.ForEach(t, dbtest.VitessTargets(), func(t *testing.T, tg dbtest.Target) {
+		t.Parallel()
+		shardColumnCommands(t, newTestDB(t, commandTarget(t, tg)))
+	})
+	dbtest.SkipMissingVitess(t)
+}
+
+func shardColumnCommands(t *testing.T, tb *testDB) {
+	{
 		tb.dropClaimAtEnd(t)
 		bg := context.Background()
 		sharded := func(more ...string) []string {
@@ -106,6 +117,18 @@ func TestShardColumnCommands(t *testing.T) {
 		r := runCmd(t, append([]string{"migrate"}, sharded()...)...)
 		r.wantCode(t, exitOK)
 		equalLines(t, r.stdout, "created table "+tb.table+" and its index ("+tb.Dialect.Name()+")")
+		if tb.Dialect.Name() == "vitess" {
+			dbtest.AddVindex(t, tb.db, tb.table, "shard_key")
+			// The customers of each subtest's records live on both
+			// shards, -80 and 80-.
+			for _, pair := range [][2]int64{{1, 10}, {7, 8}, {11, 15}} {
+				a, errA := dbtest.ShardOf(bg, tb.db, pair[0])
+				b, errB := dbtest.ShardOf(bg, tb.db, pair[1])
+				if errA != nil || errB != nil || a == b {
+					t.Fatalf("customers %d and %d: shards %q and %q (%v, %v), want two shards", pair[0], pair[1], a, b, errA, errB)
+				}
+			}
+		}
 		store, err := idem.New(tb.Dialect, idem.WithTable(tb.table), idem.WithShardColumn(dbtest.ShardType),
 			idem.WithClock(func() time.Time { return t0 }), idem.WithLease(time.Hour))
 		if err != nil {
@@ -137,7 +160,7 @@ func TestShardColumnCommands(t *testing.T) {
 
 		t.Run("Refused", func(t *testing.T) {
 			put(t, 1, "refused", 201)
-			put(t, 2, "refused", 202)
+			put(t, 10, "refused", 202)
 			for _, args := range [][]string{
 				{"inspect", "-key", "refused"},
 				{"forget", "-key", "refused"},
@@ -150,7 +173,7 @@ func TestShardColumnCommands(t *testing.T) {
 				r := runWith(t, e, append(args[:1:1], tb.args(args[1:]...)...)...)
 				wantError(t, r, exitUsage, "idem: table "+tb.table+" has a shard column, shard_key: give its SQL type with -shard-column, as the service's idem.WithShardColumn does")
 			}
-			for id, status := range map[int64]int{1: 201, 2: 202} {
+			for id, status := range map[int64]int{1: 201, 10: 202} {
 				if res, err := lookup(t, id, "refused"); err != nil || res.Response.Status != status {
 					t.Errorf("customer %d's record after the refused commands: %v, %v; want status %d", id, res.Response.Status, err, status)
 				}
@@ -159,10 +182,10 @@ func TestShardColumnCommands(t *testing.T) {
 
 		t.Run("Inspect", func(t *testing.T) {
 			put(t, 1, "order-1", 201)
-			put(t, 2, "order-1", 202)
+			put(t, 10, "order-1", 202)
 			for _, c := range []struct {
 				shard, status string
-			}{{"1", "201 Created"}, {"2", "202 Accepted"}} {
+			}{{"1", "201 Created"}, {"10", "202 Accepted"}} {
 				r := cmd(t, "inspect", "-key", "order-1", "-shard", c.shard)
 				r.wantCode(t, exitOK)
 				if want := `key      "order-1"` + "\nshard    " + c.shard + "\nstate    finished"; !strings.HasPrefix(r.stdout, want) || !strings.Contains(r.stdout, "\nstatus   "+c.status+"\n") {
@@ -197,7 +220,7 @@ func TestShardColumnCommands(t *testing.T) {
 
 		t.Run("Forget", func(t *testing.T) {
 			put(t, 1, "order-2", 201)
-			put(t, 2, "order-2", 202)
+			put(t, 10, "order-2", 202)
 			r := cmd(t, "forget", "-key", "order-2", "-shard", "1")
 			r.wantCode(t, exitOK)
 			equalLines(t, r.stdout,
@@ -207,8 +230,8 @@ func TestShardColumnCommands(t *testing.T) {
 			if _, err := lookup(t, 1, "order-2"); !errors.Is(err, idem.ErrNotFound) {
 				t.Errorf("customer 1's record after forget -shard 1: %v, want ErrNotFound", err)
 			}
-			if res, err := lookup(t, 2, "order-2"); err != nil || res.Response.Status != 202 {
-				t.Errorf("customer 2's record after forget -shard 1: %v, %v; want it kept", res.Response.Status, err)
+			if res, err := lookup(t, 10, "order-2"); err != nil || res.Response.Status != 202 {
+				t.Errorf("customer 10's record after forget -shard 1: %v, %v; want it kept", res.Response.Status, err)
 			}
 			wantError(t, cmd(t, "forget", "-key", "order-2", "-shard", "1"), exitNotFound,
 				`idem: no live record for key "order-2" of shard 1: it was never committed, it expired, or it was purged; nothing to forget (check -key and -scope)`)
@@ -216,7 +239,7 @@ func TestShardColumnCommands(t *testing.T) {
 
 		t.Run("SettleRelease", func(t *testing.T) {
 			stuck(t, 1, "order-3")
-			stuck(t, 2, "order-3")
+			stuck(t, 10, "order-3")
 			r := cmd(t, "settle", "-key", "order-3", "-shard", "1", "-status", "201", "-body", "placed")
 			r.wantCode(t, exitOK)
 			if !strings.HasPrefix(r.stdout, `key      "order-3"`+"\nshard    1\nstate    settled") {
@@ -225,17 +248,17 @@ func TestShardColumnCommands(t *testing.T) {
 			if res, err := lookup(t, 1, "order-3"); err != nil || res.Outcome != idem.Replay || string(res.Response.Body) != "placed" {
 				t.Errorf("customer 1's record after settle: %v %q, %v; want the settled response", res.Outcome, res.Response.Body, err)
 			}
-			if res, err := lookup(t, 2, "order-3"); err != nil || res.Outcome != idem.InFlight {
-				t.Errorf("customer 2's record after settle -shard 1: %v, %v; want it in flight", res.Outcome, err)
+			if res, err := lookup(t, 10, "order-3"); err != nil || res.Outcome != idem.InFlight {
+				t.Errorf("customer 10's record after settle -shard 1: %v, %v; want it in flight", res.Outcome, err)
 			}
 			wantError(t, cmd(t, "release", "-key", "order-3", "-shard", "1", "-no-effect"), exitFinished,
 				`idem: key "order-3" of shard 1 has finished: retries get its stored response (idem inspect shows it), and there is nothing to release`)
-			cmd(t, "release", "-key", "order-3", "-shard", "2", "-no-effect").wantCode(t, exitOK)
-			if _, err := lookup(t, 2, "order-3"); !errors.Is(err, idem.ErrNotFound) {
-				t.Errorf("customer 2's record after release -shard 2: %v, want ErrNotFound", err)
+			cmd(t, "release", "-key", "order-3", "-shard", "10", "-no-effect").wantCode(t, exitOK)
+			if _, err := lookup(t, 10, "order-3"); !errors.Is(err, idem.ErrNotFound) {
+				t.Errorf("customer 10's record after release -shard 10: %v, want ErrNotFound", err)
 			}
 			if res, err := lookup(t, 1, "order-3"); err != nil || res.Outcome != idem.Replay {
-				t.Errorf("customer 1's record after release -shard 2: %v, %v; want it kept", res.Outcome, err)
+				t.Errorf("customer 1's record after release -shard 10: %v, %v; want it kept", res.Outcome, err)
 			}
 		})
 
@@ -269,7 +292,7 @@ func TestShardColumnCommands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, id := range []int64{11, 12} {
+			for _, id := range []int64{11, 15} {
 				if _, err := old.DoTx(customer(id), tb.db, nil, "order-5", idem.Fingerprint([]byte("order-5")), func(context.Context, *sql.Tx) (idem.Response, error) {
 					return idem.Response{Status: 201}, nil
 				}); err != nil {
@@ -295,5 +318,5 @@ func TestShardColumnCommands(t *testing.T) {
 				t.Errorf("inspect of a purged record: exit %d\n%s", r.code, r.stdout)
 			}
 		})
-	})
+	}
 }
