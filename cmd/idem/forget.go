@@ -9,7 +9,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE] [flags]
+const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE] [-shard-column TYPE -shard VALUE] [flags]
 
 Forget deletes the record of a finished key before its retention window
 ends, so that the key may be sent again: the next request with it runs as a

@@ -12,7 +12,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const purgeHelp = `Usage: idem purge [flags]
+const purgeHelp = `Usage: idem purge [-batch N] [-shard-column TYPE] [flags]
 
 Purge deletes the records whose retention window has passed, -batch at a
 time, each batch a short statement of its own, so that it never holds many

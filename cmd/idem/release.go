@@ -7,7 +7,8 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-phases-undone] [flags]
+const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-phases-undone]
+                    [-shard-column TYPE -shard VALUE] [flags]
 
 Release deletes the record of a key left unfinished, so that the next
 request with the key runs as a new one and does the work.

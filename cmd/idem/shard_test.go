@@ -320,3 +320,53 @@ func shardColumnCommands(t *testing.T, tb *testDB) {
 		})
 	}
 }
+
+// TestShardColumnText: on a shard column of a text type, -shard is bound as
+// the text given, spaces and all, and the commands show the value quoted,
+// as they show keys; a value that looks like a number is text too.
+func TestShardColumnText(t *testing.T) {
+	forEach(t, func(t *testing.T, tb *testDB) {
+		tb.dropClaimAtEnd(t)
+		const typ = "varchar(64)"
+		bg := context.Background()
+		e := testEnv(t0.Add(10 * time.Minute))
+		cmd := func(t *testing.T, name string, more ...string) result {
+			t.Helper()
+			return runWith(t, e, append([]string{name}, tb.args(append([]string{"-shard-column", typ}, more...)...)...)...)
+		}
+		cmd(t, "migrate").wantCode(t, exitOK)
+		store, err := idem.New(tb.Dialect, idem.WithTable(tb.table), idem.WithShardColumn(typ),
+			idem.WithClock(func() time.Time { return t0 }), idem.WithLease(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := errors.New("provider unreachable")
+		for _, account := range []string{"acme corp", "007"} {
+			if err := runOrder(idem.WithShard(bg, account), store, tb.db, "order-1", func(context.Context, string) error { return down }); !errors.Is(err, down) {
+				t.Fatalf("Run for account %q: %v, want the provider's error", account, err)
+			}
+		}
+		r := cmd(t, "unfinished")
+		r.wantCode(t, exitOK)
+		want := regexp.MustCompile(`^SHARD +KEY +STEP +BEGAN +LEASE +RESUMER\n` +
+			`("acme corp"|"007") +"order-1" +order +10m0s ago +ran out \d+s ago +takes it next\n` +
+			`("acme corp"|"007") +"order-1" +order +10m0s ago +ran out \d+s ago +takes it next\n$`)
+		if m := want.FindStringSubmatch(r.stdout); m == nil || m[1] == m[2] {
+			t.Fatalf("unfinished -shard-column %s:\n%s\nwant accounts \"acme corp\" and \"007\", matching %v", typ, r.stdout, want)
+		}
+		r = cmd(t, "inspect", "-key", "order-1", "-shard", "acme corp")
+		r.wantCode(t, exitOK)
+		if !strings.HasPrefix(r.stdout, `key      "order-1"`+"\n"+`shard    "acme corp"`+"\nstate    unfinished") {
+			t.Errorf("inspect -shard 'acme corp':\n%s", r.stdout)
+		}
+		// "7" is not "007" in a text column.
+		cmd(t, "release", "-key", "order-1", "-shard", "7", "-no-effect", "-phases-undone").wantCode(t, exitNotFound)
+		cmd(t, "release", "-key", "order-1", "-shard", "007", "-no-effect", "-phases-undone").wantCode(t, exitOK)
+		if _, err := store.Lookup(idem.WithShard(bg, "007"), tb.db, "order-1"); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("account 007's record after release: %v, want ErrNotFound", err)
+		}
+		if res, err := store.Lookup(idem.WithShard(bg, "acme corp"), tb.db, "order-1"); err != nil || res.Outcome != idem.InFlight {
+			t.Errorf("account acme corp's record after release -shard 007: %v, %v; want it kept", res.Outcome, err)
+		}
+	})
+}

@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const unfinishedHelp = `Usage: idem unfinished [flags]
+const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-shard-column TYPE] [flags]
 
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
@@ -26,8 +26,9 @@ and back-offs are by the database's clock.
 -age leaves out the requests younger than it; -limit says how many to show.
 
 On a table with a shard column, give its type with -shard-column: a SHARD
-column comes first, each request's shard value, which settle, release and
-forget take with -shard.
+column comes first, each request's shard value (an integer column's as its
+digits, any other quoted as keys are), which settle, release and forget
+take with -shard.
 
 Example:
   IDEM_DSN='postgres://ops@db.internal/shop' idem unfinished -age 5m
