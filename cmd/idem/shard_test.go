@@ -90,8 +90,8 @@ func TestSchemaShardColumn(t *testing.T) {
 // each request's customer; purge deletes the expired records of every
 // customer, and keeps the live ones. Without -shard-column, every command
 // that reads the table refuses it, and changes nothing. On Vitess, with
-// transaction_mode SINGLE, the table is sharded by shard_key once migrate
-// has made it, as an operator shards it (docs/scaling.md).
+// transaction_mode SINGLE, and on Citus, the table is sharded by shard_key
+// once migrate has made it, as an operator shards it (docs/scaling.md).
 func TestShardColumnCommands(t *testing.T) {
 	forEach(t, shardColumnCommands)
 	dbtest.ForEach(t, dbtest.VitessTargets(), func(t *testing.T, tg dbtest.Target) {
@@ -99,6 +99,11 @@ func TestShardColumnCommands(t *testing.T) {
 		shardColumnCommands(t, newTestDB(t, commandTarget(t, tg)))
 	})
 	dbtest.SkipMissingVitess(t)
+	dbtest.ForEach(t, dbtest.CitusTargets(), func(t *testing.T, tg dbtest.Target) {
+		t.Parallel()
+		shardColumnCommands(t, newTestDB(t, commandTarget(t, tg)))
+	})
+	dbtest.SkipMissingCitus(t)
 }
 
 func shardColumnCommands(t *testing.T, tb *testDB) {
@@ -117,6 +122,11 @@ func shardColumnCommands(t *testing.T, tb *testDB) {
 		r := runCmd(t, append([]string{"migrate"}, sharded()...)...)
 		r.wantCode(t, exitOK)
 		equalLines(t, r.stdout, "created table "+tb.table+" and its index ("+tb.Dialect.Name()+")")
+		if tb.Distributed {
+			if _, err := tb.db.ExecContext(bg, `SELECT create_distributed_table($1, 'shard_key')`, tb.table); err != nil {
+				t.Fatalf("distribute %s: %v", tb.table, err)
+			}
+		}
 		if tb.Dialect.Name() == "vitess" {
 			dbtest.AddVindex(t, tb.db, tb.table, "shard_key")
 			// The customers of each subtest's records live on both
