@@ -38,6 +38,7 @@ const pingTimeout = 15 * time.Second
 // dbFlags are the flags that say which database and table a command works on.
 type dbFlags struct {
 	dsn, dialect, table, driver string
+	shardColumn                 string // -shard-column, "" for a table without one
 }
 
 // register adds the flags to fs. Commands that do not connect (schema) leave
@@ -52,6 +53,13 @@ func (f *dbFlags) register(fs *flag.FlagSet, connects bool, defaultTable string)
 	fs.StringVar(&f.table, "table", defaultTable, "table of idempotency keys, optionally schema-qualified")
 }
 
+// registerShardColumn adds -shard-column, for the commands that make a Store
+// of the table: every one but demo, whose table is its own.
+func (f *dbFlags) registerShardColumn(fs *flag.FlagSet) {
+	fs.StringVar(&f.shardColumn, "shard-column", "", "the SQL type of the table's shard column, shard_key, for a table made\n"+
+		"with idem.WithShardColumn (such as BIGINT); give it whenever the table has one")
+}
+
 // database is a resolved choice of database, driver and table.
 type database struct {
 	kind    *knownDialect // what -dialect selected
@@ -59,6 +67,9 @@ type database struct {
 	driver  string
 	dsn     string // as it is opened: with the settings idem adds (kind.fixDSN)
 	table   string
+	// shardType is -shard-column's type, "" for a table without a shard
+	// column.
+	shardType string
 }
 
 // resolve turns the flags and the environment into a database. A missing or
@@ -93,7 +104,12 @@ func (f *dbFlags) resolve(e *env, needDSN bool) (*database, error) {
 	if _, err := idem.New(d, idem.WithTable(f.table)); err != nil {
 		return nil, usageError("bad -table: %s", strings.TrimPrefix(err.Error(), "idem: "))
 	}
-	db := &database{kind: k, dialect: d, table: f.table, dsn: dsn}
+	if f.shardColumn != "" {
+		if _, err := idem.New(d, idem.WithTable(f.table), idem.WithShardColumn(f.shardColumn)); err != nil {
+			return nil, usageError("bad -shard-column: %s", strings.TrimPrefix(err.Error(), "idem: "))
+		}
+	}
+	db := &database{kind: k, dialect: d, table: f.table, dsn: dsn, shardType: f.shardColumn}
 	var err error
 	if db.driver, err = k.driver(f.driver); err != nil {
 		return nil, err
@@ -210,9 +226,14 @@ func (d *database) open(ctx context.Context, mustExist bool) (*sql.DB, error) {
 	return db, nil
 }
 
-// store makes the Store for the table.
+// store makes the Store for the table, with its shard column if -shard-column
+// gave one.
 func (d *database) store(opts ...idem.Option) (*idem.Store, error) {
-	return idem.New(d.dialect, append([]idem.Option{idem.WithTable(d.table)}, opts...)...)
+	base := []idem.Option{idem.WithTable(d.table)}
+	if d.shardType != "" {
+		base = append(base, idem.WithShardColumn(d.shardType))
+	}
+	return idem.New(d.dialect, append(base, opts...)...)
 }
 
 // quote quotes a validated, possibly schema-qualified, name as the dialect
@@ -246,6 +267,21 @@ func (d *database) tableExists(ctx context.Context, db *sql.DB) (exists, known b
 	return exists, true, nil
 }
 
+// hasShardColumn reports whether the table has the column shard_key, by a
+// statement that reads no row and fails without the column. Without
+// -shard-column, the command's statements name a record by its key alone,
+// and on a table with a shard column they would read or change the records
+// of that key under every shard value: the command refuses, rather than
+// settle or delete many customers' records at once.
+func (d *database) hasShardColumn(ctx context.Context, db *sql.DB) bool {
+	rows, err := db.QueryContext(ctx, "SELECT shard_key FROM "+d.quote(d.table)+" WHERE 1 = 0")
+	if err != nil {
+		return false
+	}
+	rows.Close()
+	return rows.Err() == nil
+}
+
 // openTable opens the database and checks that the table exists. Where the
 // dialect cannot tell, it says so on stderr and goes on as if the table
 // existed.
@@ -261,6 +297,8 @@ func (d *database) openTable(ctx context.Context, e *env) (*sql.DB, error) {
 		fmt.Fprintf(e.stderr, "idem: not checking that table %s exists: %s\n", d.table, d.notInspector())
 	case !ok:
 		err = fmt.Errorf("table %s does not exist in this %s database: check -table, or create it with idem migrate", d.table, d.dialect.Name())
+	case d.shardType == "" && d.hasShardColumn(ctx, db):
+		err = usageError("table %s has a shard column, shard_key: give its SQL type with -shard-column, as the service's idem.WithShardColumn does", d.table)
 	}
 	if err != nil {
 		db.Close()

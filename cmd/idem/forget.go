@@ -5,12 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 
 	"github.com/idemgo/idem"
 )
 
-const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE] [flags]
+const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE] [-shard-column TYPE -shard VALUE] [flags]
 
 Forget deletes the record of a finished key before its retention window
 ends, so that the key may be sent again: the next request with it runs as a
@@ -18,6 +17,8 @@ new request and does its work, where it would otherwise get the stored
 response back, or be refused as a mismatch if its body differs.
 
 ` + keyHelp + `
+
+` + shardHelp + `
 
 Forget a key when its client means to use it again, for a request of its
 own, and only once the first request's answer has reached the client: a
@@ -49,6 +50,7 @@ func runForget(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("forget", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	var k keyFlags
 	k.register(fs)
 	rest, err := parseFlags(e, fs, forgetHelp, args)
@@ -57,6 +59,9 @@ func runForget(ctx context.Context, e *env, args []string) error {
 	}
 	key, err := k.stored("forget", rest)
 	if err != nil {
+		return err
+	}
+	if ctx, err = k.withShard(ctx, "forget", f.shardColumn); err != nil {
 		return err
 	}
 	d, store, db, err := f.openStore(ctx, e)
@@ -73,7 +78,7 @@ func runForget(ctx context.Context, e *env, args []string) error {
 		return stuckError(d, &k, "forget", err)
 	}
 	w := e.stdout
-	line(w, "key", strconv.Quote(key))
+	k.writeKey(w, key)
 	line(w, "state", "forgotten: the record is deleted; the next request with this key runs as a new one")
 	return nil
 }

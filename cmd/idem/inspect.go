@@ -17,12 +17,14 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE] [flags]
+const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE] [-shard-column TYPE -shard VALUE] [flags]
 
 Inspect shows what the table holds for one idempotency key, to answer a
 customer who asks whether a request went through.
 
 ` + keyHelp + `
+
+` + shardHelp + `
 
 The state is one of:
 
@@ -61,6 +63,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	full := fs.Bool("full", false, "show the whole body, however long")
 	limit := fs.Int("max", defaultBodyBytes, "show at most this many bytes of the body")
 	var k keyFlags
@@ -71,6 +74,9 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	}
 	key, err := k.stored("inspect", rest)
 	if err != nil {
+		return err
+	}
+	if ctx, err = k.withShard(ctx, "inspect", f.shardColumn); err != nil {
 		return err
 	}
 	if *limit < 0 {
@@ -84,7 +90,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 
 	now := e.now()
 	w := e.stdout
-	line(w, "key", strconv.Quote(key))
+	k.writeKey(w, key)
 	res, err := store.Lookup(ctx, db, key)
 	switch {
 	case errors.Is(err, idem.ErrNotFound):
@@ -203,12 +209,28 @@ type rawRecord struct {
 }
 
 // readRecord reads the row of key with the Store's own lookup statement, for
-// what Lookup does not show: an expired record, or a corrupt one. No row is
-// a nil record.
+// what Lookup does not show: an expired record, or a corrupt one. On a
+// table with a shard column, the statement binds the shard value of ctx
+// too, in the place the dialect gave it. No row is a nil record.
 func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) (*rawRecord, error) {
 	q, ok := store.Queries()["Lookup"]
-	if !ok || !slices.Equal(q.Params, []string{"key"}) {
-		return nil, errors.New("the lookup statement does not bind just the key")
+	if !ok {
+		return nil, errors.New("the Store has no lookup statement")
+	}
+	var args []any
+	for _, p := range q.Params {
+		switch p {
+		case "key":
+			args = append(args, []byte(key))
+		case "shard":
+			v, ok := idem.ShardFrom(ctx)
+			if !ok {
+				return nil, errors.New("the lookup statement binds a shard value, and there is none")
+			}
+			args = append(args, v)
+		default:
+			return nil, fmt.Errorf("the lookup statement binds {%s}, not only the key and its shard value", p)
+		}
 	}
 	var (
 		r                rawRecord
@@ -216,7 +238,7 @@ func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) 
 		created, expires int64
 		token            sql.NullInt64
 	)
-	err := db.QueryRowContext(ctx, q.SQL, []byte(key)).Scan(&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires, &token)
+	err := db.QueryRowContext(ctx, q.SQL, args...).Scan(&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires, &token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -184,7 +184,7 @@ Commands:
 	}
 	fmt.Fprintf(w, `
 The database flags, shared by migrate, inspect, stats, purge, settle,
-release and unfinished:
+release, forget and unfinished:
   -dsn      the data source name; default $IDEM_DSN. For SQLite, idem adds
             _txlock=immediate and _pragma=busy_timeout(5000) unless it sets
             its own, as the SQLite dialect needs
@@ -192,6 +192,10 @@ release and unfinished:
             inferred from the DSN (user:password@tcp(host)/db is mysql):
 %s
   -table    the table of keys; default idempotency_keys
+  -shard-column
+            the SQL type of the table's shard column, for a table made with
+            idem.WithShardColumn (schema takes it too); inspect, settle,
+            release and forget then need -shard, the record's shard value
   -driver   %s
 
 Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect, settle or

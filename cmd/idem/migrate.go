@@ -8,11 +8,15 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const migrateHelp = `Usage: idem migrate [-dsn DSN] [-dialect DIALECT] [-table NAME]
+const migrateHelp = `Usage: idem migrate [-dsn DSN] [-dialect DIALECT] [-table NAME] [-shard-column TYPE]
 
 Migrate creates the table of keys and its index on expires_at if they are
 missing; run again, it does nothing. To review the statements first, or to
 hand them to a migration tool, use idem schema.
+
+With -shard-column, the table it creates has a shard column, shard_key of
+that SQL type, as idem schema -shard-column prints it; it does not add the
+column to a table that is there already.
 
 For SQLite, migrate creates the database file if it is missing.
 
@@ -25,6 +29,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	rest, err := parseFlags(e, fs, migrateHelp, args)
 	if err != nil {
 		return err

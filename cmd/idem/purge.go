@@ -12,14 +12,15 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const purgeHelp = `Usage: idem purge [flags]
+const purgeHelp = `Usage: idem purge [-batch N] [-shard-column TYPE] [flags]
 
 Purge deletes the records whose retention window has passed, -batch at a
 time, each batch a short statement of its own, so that it never holds many
 locks for long and the service can keep claiming keys meanwhile. Expired
 records no longer count, so deleting them changes no answer; it keeps the
 table and its index small. Run it from cron or a scheduled job, as often as
-you like.
+you like. On a table with a shard column, give its type with -shard-column:
+purge then deletes each expired record by its shard value and key.
 
 When stderr is a terminal, a progress line shows how many of the expired
 records are gone. At the end, a summary says how many were deleted, in how
@@ -42,6 +43,7 @@ func runPurge(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("purge", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	batch := fs.Int("batch", defaultBatch, "records deleted per statement")
 	rest, err := parseFlags(e, fs, purgeHelp, args)
 	if err != nil {

@@ -3,17 +3,19 @@ package main
 import (
 	"context"
 	"flag"
-	"strconv"
 
 	"github.com/idemgo/idem"
 )
 
-const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-phases-undone] [flags]
+const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-phases-undone]
+                    [-shard-column TYPE -shard VALUE] [flags]
 
 Release deletes the record of a key left unfinished, so that the next
 request with the key runs as a new one and does the work.
 
 ` + keyHelp + `
+
+` + shardHelp + `
 
 A key is left unfinished when a handler commits its transaction itself,
 before idem has stored the response: the key answers in flight for the
@@ -57,6 +59,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	var k keyFlags
 	k.register(fs)
 	noEffect := fs.Bool("no-effect", false, "confirm that the request's effect did not happen (required)")
@@ -67,6 +70,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	key, err := k.stored("release", rest)
 	if err != nil {
+		return err
+	}
+	if ctx, err = k.withShard(ctx, "release", f.shardColumn); err != nil {
 		return err
 	}
 	if !*noEffect {
@@ -88,7 +94,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return stuckError(d, &k, "release", err)
 	}
 	w := e.stdout
-	line(w, "key", strconv.Quote(key))
+	k.writeKey(w, key)
 	line(w, "state", "released: the record is deleted; the next request with this key runs as a new one")
 	return nil
 }

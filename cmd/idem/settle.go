@@ -17,12 +17,15 @@ import (
 )
 
 const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE] -status N [-header 'Name: value' ...]
-                   [-body TEXT | -body-file PATH] [-retention D] [flags]
+                   [-body TEXT | -body-file PATH] [-retention D]
+                   [-shard-column TYPE -shard VALUE] [flags]
 
 Settle stores the response of a key left unfinished, so that every retry of
 its request gets that response back instead of 409.
 
 ` + keyHelp + `
+
+` + shardHelp + `
 
 A key is left unfinished when a handler commits its transaction itself,
 before idem has stored the response: the effect and the record of the key
@@ -70,6 +73,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	var k keyFlags
 	k.register(fs)
 	status := fs.Int("status", 0, "the response's status (required): an HTTP status, or any number that fits in 32 bits")
@@ -84,6 +88,9 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	}
 	key, err := k.stored("settle", rest)
 	if err != nil {
+		return err
+	}
+	if ctx, err = k.withShard(ctx, "settle", f.shardColumn); err != nil {
 		return err
 	}
 	given := map[string]bool{}
@@ -121,7 +128,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 		return stuckError(d, &k, "settle", err)
 	}
 	w := e.stdout
-	line(w, "key", strconv.Quote(key))
+	k.writeKey(w, key)
 	line(w, "state", "settled: a retry of the request now gets this response back")
 	line(w, "status", strconv.Itoa(resp.Status)+statusName(resp.Status))
 	writeHeader(w, resp.Header)

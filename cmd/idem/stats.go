@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const statsHelp = `Usage: idem stats [flags]
+const statsHelp = `Usage: idem stats [-shard-column TYPE] [flags]
 
 Stats reports the state of the table of keys:
 
@@ -28,6 +28,10 @@ Stats reports the state of the table of keys:
                 information_schema.tables on MySQL and MariaDB, which InnoDB
                 updates from time to time; the dbstat table on SQLite, or the
                 whole database file when dbstat is missing
+
+On a table with a shard column, give its type with -shard-column, as every
+command that reads the table needs it: the counts are of the records of
+every shard value.
 
 Counting reads every row, as count(*) does: on a table of many millions of
 keys it takes a while, and it is best run against a replica.
@@ -49,6 +53,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	rest, err := parseFlags(e, fs, statsHelp, args)
 	if err != nil {
 		return err

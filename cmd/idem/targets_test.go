@@ -44,6 +44,7 @@ var expect = map[string]struct {
 	"postgres": {sizeFrom: "table, indexes and TOAST (pg_total_relation_size)"},
 	"mysql":    {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
 	"mariadb":  {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
+	"vitess":   {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
 	"sqlite":   {sizeFrom: "table and indexes (dbstat)"},
 }
 

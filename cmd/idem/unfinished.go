@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const unfinishedHelp = `Usage: idem unfinished [flags]
+const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-shard-column TYPE] [flags]
 
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
@@ -25,6 +25,11 @@ and back-offs are by the database's clock.
 
 -age leaves out the requests younger than it; -limit says how many to show.
 
+On a table with a shard column, give its type with -shard-column: a SHARD
+column comes first, each request's shard value (an integer column's as its
+digits, any other quoted as keys are), which settle, release and forget
+take with -shard.
+
 Example:
   IDEM_DSN='postgres://ops@db.internal/shop' idem unfinished -age 5m
 `
@@ -36,6 +41,7 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("unfinished", flag.ContinueOnError)
 	var f dbFlags
 	f.register(fs, true, idem.DefaultTable)
+	f.registerShardColumn(fs)
 	age := fs.Duration("age", 0, "list only the requests at least this old")
 	limit := fs.Int("limit", defaultUnfinishedLimit, "list at most this many requests")
 	rest, err := parseFlags(e, fs, unfinishedHelp, args)
@@ -66,8 +72,18 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	// On a table with a shard column, a record is its shard value and its
+	// key: the SHARD column says which, as -shard of settle, release and
+	// forget takes it.
+	sharded := d.shardType != ""
+	if sharded {
+		fmt.Fprint(w, "SHARD\t")
+	}
 	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE\tRESUMER")
 	for _, u := range list {
+		if sharded {
+			fmt.Fprintf(w, "%s\t", shardText(u.Shard, d.shardType))
+		}
 		step := u.Phase
 		if step == "" {
 			step = "-"
