@@ -26,6 +26,7 @@ func TestDocsSnippetsCompile(t *testing.T) {
 	imports["shopv1"] = shopv1Path
 	imports["status"] = "google.golang.org/grpc/status"
 	imports["codes"] = "google.golang.org/grpc/codes"
+	imports["metadata"] = "google.golang.org/grpc/metadata"
 	c := &docsnippets.Checker{
 		Dir:     ".",
 		Prelude: grpcPrelude,
