@@ -176,9 +176,9 @@ func (e *env) effect(key string, resp idem.Response) Func {
 
 // begin begins a transaction through the Driver with opts, rolled back at
 // the end of the test if still open.
-func (e *env) begin(t *testing.T, opts *sql.TxOptions) Tx {
+func (s *suite) begin(t *testing.T, opts *sql.TxOptions) Tx {
 	t.Helper()
-	tx, err := e.drv.Begin(context.Background(), opts)
+	tx, err := s.drv.Begin(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (e *shardEnv) place(id int64, key string, resp idem.Response) Func {
 func (e *shardEnv) do(t *testing.T, id int64, key string, hash []byte, fn Func, commit bool) (idem.Result, error) {
 	t.Helper()
 	ctx := customer(id)
-	tx := (&env{suite: e.suite}).begin(t, nil)
+	tx := e.begin(t, nil)
 	res, err := e.drv.Do(ctx, e.store, tx, key, hash, fn)
 	if err == nil && commit {
 		if cerr := tx.Commit(ctx); cerr != nil {
@@ -170,7 +170,7 @@ func testShardColumn(t *testing.T, s *suite) {
 	if s.caps.OneWriter || s.caps.ConflictAtCommit {
 		return // no claim meets a key that another transaction holds (LockTimeoutAnswersInFlight)
 	}
-	holder := (&env{suite: s}).begin(t, nil)
+	holder := s.begin(t, nil)
 	res, err = e.drv.Do(customer(alice), e.store, holder, "held", hashA, e.place(alice, "held", created))
 	wantOutcome(t, res, err, idem.Claimed)
 	start := time.Now()
@@ -195,7 +195,7 @@ func testShardColumn(t *testing.T, s *suite) {
 func testNoShardValue(t *testing.T, e *shardEnv) {
 	t.Helper()
 	ctx := context.Background()
-	ended := (&env{suite: e.suite}).begin(t, nil)
+	ended := e.begin(t, nil)
 	if err := ended.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
