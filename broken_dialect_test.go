@@ -26,22 +26,23 @@ const brokenChildEnv = "IDEM_BROKEN_DIALECT_CHILD"
 var faults = []struct {
 	name, property string
 	family         string // the only family the fault applies to, or ""
-	dialect        func(idem.Dialect) badStatements
+	says           string // what the property's failure says, when set: it failed for the fault
+	dialect        func(idem.Dialect) idem.Dialect
 }{
-	{name: "unguarded", property: "GuardedAfterTxEnds", dialect: func(d idem.Dialect) badStatements {
+	{name: "unguarded", property: "GuardedAfterTxEnds", dialect: func(d idem.Dialect) idem.Dialect {
 		// Complete and Abandon without the guard of the claim's token.
 		return badStatements{Dialect: d, change: func(st *dialect.Statements) {
 			st.Complete = strings.Replace(st.Complete, " AND token = {token}", "", 1)
 			st.Abandon = strings.Replace(st.Abandon, " AND token = {token}", "", 1)
 		}}
 	}},
-	{name: "unchecked-takeover", property: "TakeoverChecksExpiry", dialect: func(d idem.Dialect) badStatements {
+	{name: "unchecked-takeover", property: "TakeoverChecksExpiry", dialect: func(d idem.Dialect) idem.Dialect {
 		// A Takeover that replaces the record whether or not it expired.
 		return badStatements{Dialect: d, change: func(st *dialect.Statements) {
 			st.Takeover = strings.Replace(st.Takeover, " AND expires_at <= {created_at}", "", 1)
 		}}
 	}},
-	{name: "unfenced-phase", property: "RunLease", dialect: func(d idem.Dialect) badStatements {
+	{name: "unfenced-phase", property: "RunLease", dialect: func(d idem.Dialect) idem.Dialect {
 		// Run's Advance, which begins every phase, without the fence of
 		// the token it replaces: a runner whose request was taken over
 		// goes on.
@@ -49,19 +50,71 @@ var faults = []struct {
 			st.Run.Advance = strings.Replace(st.Run.Advance, " AND token = {prev_token}", "", 1)
 		}}
 	}},
+	// A table with a shard column whose purge names the batch's records
+	// by their key alone: it deletes, beside each expired record, the live
+	// records of other shard values with the same key. The fault is in
+	// the one statement of the dialects whose purge is one (SQLite's);
+	// New cannot see it, since the statement binds no {key}.
+	{name: "shard-purge-by-key", property: "ShardColumnPurge", family: "sqlite", says: "Purge = 13, <nil>, want the 12 expired records", dialect: func(d idem.Dialect) idem.Dialect {
+		return badShardStatements{Dialect: d, change: func(st *dialect.Statements) {
+			st.Purge = strings.Replace(st.Purge, "(shard_key, key) IN (SELECT shard_key, key FROM", "key IN (SELECT key FROM", 1)
+		}}
+	}},
+	// A table with a shard column whose lists of unfinished requests leave
+	// shard_key out, as the table without the column has them: Resume
+	// could not tell whose request it runs.
+	{name: "shard-unfinished-unnamed", property: "ShardColumnResume", says: "list unfinished requests", dialect: func(d idem.Dialect) idem.Dialect {
+		return badShardStatements{Dialect: d, change: func(st *dialect.Statements) {
+			st.Run.Unfinished = strings.Replace(st.Run.Unfinished, "SELECT shard_key, ", "SELECT ", 1)
+			st.Run.Resumable = strings.Replace(st.Run.Resumable, "SELECT shard_key, ", "SELECT ", 1)
+		}}
+	}},
 	// Key columns of the MySQL family that compare text, not bytes.
 	// latin1 takes every byte, so that only the comparison fails.
-	{name: "key-folds-case", property: "KeysAreBytes", family: "mysql", dialect: func(d idem.Dialect) badStatements {
+	{name: "key-folds-case", property: "KeysAreBytes", family: "mysql", dialect: func(d idem.Dialect) idem.Dialect {
 		return keyColumnAs(d, "VARCHAR(512) CHARACTER SET latin1 COLLATE latin1_general_ci")
 	}},
-	{name: "key-pads-spaces", property: "KeysAreBytes", family: "mysql", dialect: func(d idem.Dialect) badStatements {
+	{name: "key-pads-spaces", property: "KeysAreBytes", family: "mysql", dialect: func(d idem.Dialect) idem.Dialect {
 		// A binary collation, but PAD SPACE: "k" and "k " are one key.
 		return keyColumnAs(d, "VARCHAR(512) CHARACTER SET latin1 COLLATE latin1_bin")
 	}},
 }
 
+// badShardStatements is d with change made to the statements of its
+// table with a shard column (dialect.ShardColumn); its other statements
+// are d's.
+type badShardStatements struct {
+	idem.Dialect
+	change func(*dialect.Statements)
+}
+
+func (d badShardStatements) ShardColumnSchema(table, typ string) []string {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, typ)
+}
+
+func (d badShardStatements) ShardColumnStatements(table, typ string, lockTimeout time.Duration) dialect.Statements {
+	st := d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, typ, lockTimeout)
+	d.change(&st)
+	return st
+}
+
+// Capabilities are the built-in dialect's: the faults are in the SQL.
+func (d badShardStatements) Capabilities() dialect.Capabilities {
+	return dialect.CapabilitiesOf(d.Dialect)
+}
+
+// shardStatements returns d's statements of a table with a shard column,
+// or none when d has no such table.
+func shardStatements(d idem.Dialect) dialect.Statements {
+	sc, ok := d.(dialect.ShardColumn)
+	if !ok {
+		return dialect.Statements{}
+	}
+	return sc.ShardColumnStatements("t", "BIGINT", time.Second)
+}
+
 // keyColumnAs is d with its key column made of type typ.
-func keyColumnAs(d idem.Dialect, typ string) badStatements {
+func keyColumnAs(d idem.Dialect, typ string) idem.Dialect {
 	return badStatements{Dialect: d, schema: func(stmt string) string {
 		return strings.Replace(stmt, "VARBINARY(512) NOT NULL", typ+" NOT NULL", 1)
 	}}
@@ -77,7 +130,7 @@ func TestDialectCatchesBrokenDialects(t *testing.T) {
 		for _, f := range faults {
 			t.Run(f.name, func(t *testing.T) {
 				if f.family != "" && f.family != tg.Family {
-					t.Skipf("the fault is one of the %s family's tables", f.family)
+					t.Skipf("the fault is in SQL of the %s family's dialects alone", f.family)
 				}
 				healthy, err := idem.New(tg.Dialect)
 				if err != nil {
@@ -90,8 +143,14 @@ func TestDialectCatchesBrokenDialects(t *testing.T) {
 				if _, err := idem.New(broken); err != nil {
 					t.Fatal(err)
 				}
+				if _, ok := broken.(badShardStatements); ok {
+					if _, err := idem.New(broken, idem.WithShardColumn("BIGINT")); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if reflect.DeepEqual(broken.Statements("t", time.Second), tg.Dialect.Statements("t", time.Second)) &&
-					slices.Equal(broken.Schema("t"), tg.Dialect.Schema("t")) {
+					slices.Equal(broken.Schema("t"), tg.Dialect.Schema("t")) &&
+					reflect.DeepEqual(shardStatements(broken), shardStatements(tg.Dialect)) {
 					t.Fatalf("the %s copy of the dialect sends the same statements as the dialect", f.name)
 				}
 				cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenDialectChild$/^"+f.property+"$", "-test.v")
@@ -103,6 +162,9 @@ func TestDialectCatchesBrokenDialects(t *testing.T) {
 				}
 				if want := "--- FAIL: TestBrokenDialectChild/" + f.property; !strings.Contains(string(out), want) {
 					t.Errorf("the child's output lacks %q:\n%s", want, out)
+				}
+				if f.says != "" && !strings.Contains(string(out), f.says) {
+					t.Errorf("the suite failed the %s copy, but its output lacks %q:\n%s", f.name, f.says, out)
 				}
 				if f.property == "KeysAreBytes" && !strings.Contains(string(out), "as if an earlier key were the same") {
 					t.Errorf("the suite failed the %s copy for another reason than its keys:\n%s", f.name, out)

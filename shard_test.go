@@ -312,3 +312,51 @@ func TestShardColumnOnCitus(t *testing.T) {
 		}
 	})
 }
+
+// TestNewChecksShardBound shows that New refuses a dialect whose
+// statements of a table with a shard column name a record by its key
+// alone: each built-in dialect's Lookup, Complete and Run.Advance with the
+// condition on shard_key left out.
+func TestNewChecksShardBound(t *testing.T) {
+	for _, d := range []idem.Dialect{idem.SQLite(), idem.Postgres(), idem.MySQL(), idem.MariaDB(), idem.TiDB(), idem.Vitess()} {
+		for _, c := range []struct {
+			name   string
+			change func(st *dialect.Statements, drop func(string) string)
+		}{
+			{"Lookup", func(st *dialect.Statements, drop func(string) string) { st.Lookup = drop(st.Lookup) }},
+			{"Complete", func(st *dialect.Statements, drop func(string) string) { st.Complete = drop(st.Complete) }},
+			{"Run.Advance", func(st *dialect.Statements, drop func(string) string) { st.Run.Advance = drop(st.Run.Advance) }},
+		} {
+			broken := shardChanged{Dialect: d, change: func(st *dialect.Statements) {
+				c.change(st, func(q string) string {
+					out := strings.Replace(strings.Replace(q, "p.shard_key = {shard} AND ", "", 1), "shard_key = {shard} AND ", "", 1)
+					if out == q {
+						t.Fatalf("%s: the %s statement has no condition on shard_key: %s", d.Name(), c.name, q)
+					}
+					return out
+				})
+			}}
+			_, err := idem.New(broken, idem.WithShardColumn("BIGINT"))
+			if !errors.Is(err, idem.ErrInvalidArgument) || !strings.Contains(err.Error(), "the "+c.name+" statement binds {key} and not {shard}") {
+				t.Errorf("%s without shard_key in its %s statement: New = %v, want ErrInvalidArgument naming it", d.Name(), c.name, err)
+			}
+		}
+	}
+}
+
+// shardChanged is d with change made to the statements of its table with
+// a shard column.
+type shardChanged struct {
+	idem.Dialect
+	change func(*dialect.Statements)
+}
+
+func (d shardChanged) ShardColumnSchema(table, typ string) []string {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, typ)
+}
+
+func (d shardChanged) ShardColumnStatements(table, typ string, lockTimeout time.Duration) dialect.Statements {
+	st := d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, typ, lockTimeout)
+	d.change(&st)
+	return st
+}

@@ -44,6 +44,21 @@ import (
 // finished record so that its key runs anew, and never one whose request
 // a transaction or a live lease holds.
 //
+// Where d implements dialect.ShardColumn, three more run on a store with
+// idem.WithShardColumn("BIGINT") (dbtest.ShardType), whose requests place
+// a customer's orders in a table beside idem's: ShardColumn (claim, replay
+// byte for byte, mismatch, one key of two customers being two records,
+// every call without a shard value refused with ErrInvalidArgument before
+// it sends a statement, InFlight for a key that a transaction of the
+// customer holds), ShardColumnPurge (the expired records of several
+// customers deleted, and no live one, also of a key that expired for
+// another customer) and ShardColumnResume (Unfinished gives the shard
+// value, and Resume puts it in the steps' context). Where it does not,
+// they check that New refuses the option, and skip. Through idem.Vitess()
+// idem's table is sharded by shard_key and the orders by customer_id with
+// the xxhash vindex, and on a Citus coordinator both are distributed by
+// those columns, co-located.
+//
 // The properties read what d declares in its Capabilities (see
 // dialect.CapabilitiesOf): a dialect whose database lets one transaction write
 // at a time, such as SQLite, skips the properties that need two writers at
@@ -108,6 +123,9 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"Resume", testResume},
 		{"Forget", testForget},
 		{"ForgetNeverTakesARunningRequest", testForgetRunning},
+		{"ShardColumn", testShardColumn},
+		{"ShardColumnPurge", testShardColumnPurge},
+		{"ShardColumnResume", testShardColumnResume},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)
@@ -158,9 +176,9 @@ func (e *env) effect(key string, resp idem.Response) Func {
 
 // begin begins a transaction through the Driver with opts, rolled back at
 // the end of the test if still open.
-func (e *env) begin(t *testing.T, opts *sql.TxOptions) Tx {
+func (s *suite) begin(t *testing.T, opts *sql.TxOptions) Tx {
 	t.Helper()
-	tx, err := e.drv.Begin(context.Background(), opts)
+	tx, err := s.drv.Begin(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,10 +34,21 @@ type Orders struct {
 func (tg Target) SetupByCustomer(t testing.TB, opts ...idem.Option) (*Env, *Orders) {
 	t.Helper()
 	db, dsn := tg.OpenDSN(t)
+	e, o := SetupByCustomer(t, tg.Dialect, db, opts...)
+	e.DSN = dsn
+	return e, o
+}
+
+// SetupByCustomer is Target.SetupByCustomer on db, a database that the
+// caller opened, as idemtest's properties get theirs: through d, on a
+// Vitess keyspace or a Citus coordinator too, whose tables it shards as
+// Orders says.
+func SetupByCustomer(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) (*Env, *Orders) {
+	t.Helper()
 	ctx := context.Background()
 	suffix := RandomName()
-	e := &Env{Dialect: tg.Dialect, DB: db, DSN: dsn, Table: "idem_" + suffix}
-	store, err := idem.New(tg.Dialect, append([]idem.Option{idem.WithTable(e.Table), idem.WithShardColumn(ShardType)}, opts...)...)
+	e := &Env{Dialect: d, DB: db, Table: "idem_" + suffix}
+	store, err := idem.New(d, append([]idem.Option{idem.WithTable(e.Table), idem.WithShardColumn(ShardType)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,20 +57,20 @@ func (tg Target) SetupByCustomer(t testing.TB, opts ...idem.Option) (*Env, *Orde
 		t.Fatalf("Migrate: %v", err)
 	}
 	dropAtEnd(t, db, e.Table)
-	if tg.Dialect.Name() == "mysql" {
+	if d.Name() == "mysql" {
 		t.Cleanup(func() {
 			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+e.Table+"_claim"); err != nil {
 				t.Errorf("drop %s_claim: %v", e.Table, err)
 			}
 		})
 	}
-	o := &Orders{Table: "orders_" + suffix, dialect: tg.Dialect, db: db}
+	o := &Orders{Table: "orders_" + suffix, dialect: d, db: db}
 	if _, err := db.ExecContext(ctx, "CREATE TABLE "+o.Table+" (customer_id "+ShardType+" NOT NULL, k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	dropAtEnd(t, db, o.Table)
 	switch {
-	case sharded(tg.Dialect):
+	case sharded(d):
 		addVindex(t, db, e.Table, "shard_key")
 		addVindex(t, db, o.Table, "customer_id")
 	case IsDistributed(db):
@@ -86,10 +97,15 @@ func (o *Orders) Place(customer int64, key string, resp idem.Response) idem.Func
 	}
 }
 
+// InsertSQL is the statement that Insert sends: its arguments are the
+// customer id and the EffectKey of the key.
+func (o *Orders) InsertSQL() string {
+	return "INSERT INTO " + o.Table + " (customer_id, k, note) VALUES (" + o.dialect.Placeholder(1) + ", " + o.dialect.Placeholder(2) + ", 'done')"
+}
+
 // Insert writes customer's order for key through ex.
 func (o *Orders) Insert(ctx context.Context, ex Execer, customer int64, key string) error {
-	_, err := ex.ExecContext(ctx, "INSERT INTO "+o.Table+" (customer_id, k, note) VALUES ("+
-		o.dialect.Placeholder(1)+", "+o.dialect.Placeholder(2)+", 'done')", customer, EffectKey(key))
+	_, err := ex.ExecContext(ctx, o.InsertSQL(), customer, EffectKey(key))
 	return err
 }
 

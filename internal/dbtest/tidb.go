@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
@@ -36,6 +37,17 @@ func TiDBServers() []Server {
 // does not see a key held by another transaction and the race is settled at
 // commit.
 type optimistic struct{ idem.Dialect }
+
+// ShardColumnSchema and ShardColumnStatements are TiDB's, so that the
+// properties of a table with a shard column run in optimistic mode too: an
+// embedded dialect's optional interfaces are not the embedding type's.
+func (d optimistic) ShardColumnSchema(table, typ string) []string {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, typ)
+}
+
+func (d optimistic) ShardColumnStatements(table, typ string, lockTimeout time.Duration) dialect.Statements {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, typ, lockTimeout)
+}
 
 func (d optimistic) Capabilities() dialect.Capabilities {
 	c := dialect.CapabilitiesOf(d.Dialect)
