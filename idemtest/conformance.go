@@ -190,9 +190,14 @@ func (s *suite) begin(t *testing.T, opts *sql.TxOptions) Tx {
 // true and Do succeeded, and rolls it back otherwise.
 func (e *env) do(t *testing.T, key string, hash []byte, fn Func, commit bool) (idem.Result, error) {
 	t.Helper()
-	ctx := context.Background()
-	tx := e.begin(t, nil)
-	res, err := e.drv.Do(ctx, e.store, tx, key, hash, fn)
+	return e.doWith(context.Background(), t, e.store, key, hash, fn, commit)
+}
+
+// doWith is env.do with store, under ctx.
+func (s *suite) doWith(ctx context.Context, t *testing.T, store *idem.Store, key string, hash []byte, fn Func, commit bool) (idem.Result, error) {
+	t.Helper()
+	tx := s.begin(t, nil)
+	res, err := s.drv.Do(ctx, store, tx, key, hash, fn)
 	if err == nil && commit {
 		if cerr := tx.Commit(ctx); cerr != nil {
 			t.Fatalf("commit: %v", cerr)

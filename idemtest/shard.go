@@ -68,17 +68,7 @@ func (e *shardEnv) place(id int64, key string, resp idem.Response) Func {
 // when Do succeeded and commit is true.
 func (e *shardEnv) do(t *testing.T, id int64, key string, hash []byte, fn Func, commit bool) (idem.Result, error) {
 	t.Helper()
-	ctx := customer(id)
-	tx := e.begin(t, nil)
-	res, err := e.drv.Do(ctx, e.store, tx, key, hash, fn)
-	if err == nil && commit {
-		if cerr := tx.Commit(ctx); cerr != nil {
-			t.Fatalf("commit: %v", cerr)
-		}
-	} else if rerr := tx.Rollback(ctx); rerr != nil {
-		t.Fatalf("rollback: %v", rerr)
-	}
-	return res, err
+	return e.doWith(customer(id), t, e.store, key, hash, fn, commit)
 }
 
 // wantOrders fails the test unless customer id has n orders for key.
