@@ -327,7 +327,7 @@ func TestNewChecksShardBound(t *testing.T) {
 			{"Complete", func(st *dialect.Statements, drop func(string) string) { st.Complete = drop(st.Complete) }},
 			{"Run.Advance", func(st *dialect.Statements, drop func(string) string) { st.Run.Advance = drop(st.Run.Advance) }},
 		} {
-			broken := shardChanged{Dialect: d, change: func(st *dialect.Statements) {
+			broken := badShardStatements{Dialect: d, change: func(st *dialect.Statements) {
 				c.change(st, func(q string) string {
 					out := strings.Replace(strings.Replace(q, "p.shard_key = {shard} AND ", "", 1), "shard_key = {shard} AND ", "", 1)
 					if out == q {
@@ -344,19 +344,28 @@ func TestNewChecksShardBound(t *testing.T) {
 	}
 }
 
-// shardChanged is d with change made to the statements of its table with
-// a shard column.
-type shardChanged struct {
-	idem.Dialect
-	change func(*dialect.Statements)
-}
-
-func (d shardChanged) ShardColumnSchema(table, typ string) []string {
-	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, typ)
-}
-
-func (d shardChanged) ShardColumnStatements(table, typ string, lockTimeout time.Duration) dialect.Statements {
-	st := d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, typ, lockTimeout)
-	d.change(&st)
-	return st
+// TestShardColumnSharesPostgresLock shows what docs/scaling.md says of
+// the PostgreSQL dialect's lock in a table with a shard column: the lock is
+// the key's, so while a transaction holds one customer's key, another
+// customer's request with the same key answers InFlight, and claims it
+// once the holder has committed.
+func TestShardColumnSharesPostgresLock(t *testing.T) {
+	forEachShardTarget(t, func(t *testing.T, tg target) {
+		if tg.Family != "postgres" {
+			t.Skip("the lock shared across shard values is the PostgreSQL dialect's")
+		}
+		e, orders := tg.SetupByCustomer(t, idem.WithLockTimeout(100*time.Millisecond))
+		bg := context.Background()
+		alice, bob := idem.WithShard(bg, int64(7)), idem.WithShard(bg, int64(8))
+		holder := e.Begin(t, nil)
+		res, err := e.Store.Do(alice, holder, "order-1", hashA, orders.Place(7, "order-1", created))
+		wantOutcome(t, res, err, idem.Claimed)
+		res, err = e.Store.DoTx(bob, e.DB, nil, "order-1", hashA, orders.Place(8, "order-1", created))
+		wantOutcome(t, res, err, idem.InFlight)
+		if err := holder.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		res, err = e.Store.DoTx(bob, e.DB, nil, "order-1", hashA, orders.Place(8, "order-1", created))
+		wantOutcome(t, res, err, idem.Claimed)
+	})
 }

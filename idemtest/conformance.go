@@ -222,8 +222,19 @@ func (e *env) hold(t *testing.T, key string) Tx {
 // changed nothing.
 func (e *env) rawRecords(t *testing.T) [][]any {
 	t.Helper()
-	rows, err := e.db.QueryContext(context.Background(),
-		"SELECT request_hash, status, header, body, checksum, created_at, expires_at FROM "+e.table+" ORDER BY created_at")
+	return e.storedRecords(t, e.table, false)
+}
+
+// storedRecords reads every record of table as stored, ordered by creation;
+// withShard puts each record's shard value (an integer) first, and orders
+// by it first.
+func (s *suite) storedRecords(t *testing.T, table string, withShard bool) [][]any {
+	t.Helper()
+	cols, order := "request_hash, status, header, body, checksum, created_at, expires_at", "created_at"
+	if withShard {
+		cols, order = "shard_key, "+cols, "shard_key, "+order
+	}
+	rows, err := s.db.QueryContext(context.Background(), "SELECT "+cols+" FROM "+table+" ORDER BY "+order)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,14 +242,22 @@ func (e *env) rawRecords(t *testing.T) [][]any {
 	var all [][]any
 	for rows.Next() {
 		var (
-			hash, header, body, sum []byte
-			status                  sql.NullInt64
-			createdAt, expiresAt    int64
+			shard, createdAt, expiresAt int64
+			hash, header, body, sum     []byte
+			status                      sql.NullInt64
 		)
-		if err := rows.Scan(&hash, &status, &header, &body, &sum, &createdAt, &expiresAt); err != nil {
+		dest := []any{&hash, &status, &header, &body, &sum, &createdAt, &expiresAt}
+		if withShard {
+			dest = append([]any{&shard}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, []any{hash, status, header, body, sum, createdAt, expiresAt})
+		rec := []any{hash, status, header, body, sum, createdAt, expiresAt}
+		if withShard {
+			rec = append([]any{shard}, rec...)
+		}
+		all = append(all, rec)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

@@ -83,28 +83,7 @@ func (e *shardEnv) wantOrders(t *testing.T, id int64, key string, n int) {
 // ordered by shard value and creation.
 func (e *shardEnv) records(t *testing.T) [][]any {
 	t.Helper()
-	rows, err := e.db.QueryContext(context.Background(),
-		"SELECT shard_key, request_hash, status, header, body, checksum, created_at, expires_at FROM "+e.x.Table+" ORDER BY shard_key, created_at")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var all [][]any
-	for rows.Next() {
-		var (
-			shard, createdAt, expiresAt int64
-			hash, header, body, sum     []byte
-			status                      sql.NullInt64
-		)
-		if err := rows.Scan(&shard, &hash, &status, &header, &body, &sum, &createdAt, &expiresAt); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, []any{shard, hash, status, header, body, sum, createdAt, expiresAt})
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return all
+	return e.storedRecords(t, e.x.Table, true)
 }
 
 // testShardColumn claims, replays byte for byte and mismatches a key of one
