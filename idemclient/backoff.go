@@ -19,8 +19,9 @@ func (c *Client) backoff(attempt int) time.Duration {
 }
 
 // retryAfter returns the delay that a Retry-After header asks for, in
-// seconds or as a date; zero for none, or one that cannot be read.
-func retryAfter(v string) time.Duration {
+// seconds or as a date (counted from now); zero for none, or one that
+// cannot be read.
+func retryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0
@@ -32,7 +33,7 @@ func retryAfter(v string) time.Duration {
 		return time.Duration(s) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return max(t.Sub(now), 0)
 	}
 	return 0
 }

@@ -30,15 +30,15 @@ func TestBackoffIsCappedFullJitter(t *testing.T) {
 // what it cannot read.
 func TestRetryAfter(t *testing.T) {
 	for v, want := range map[string]time.Duration{"": 0, "3": 3 * time.Second, " 7 ": 7 * time.Second, "-1": 0, "soon": 0, "999999999": 0} {
-		if got := retryAfter(v); got != want {
+		if got := retryAfter(v, time.Now()); got != want {
 			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
 		}
 	}
 	date := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
-	if got := retryAfter(date); got < 58*time.Minute || got > time.Hour {
+	if got := retryAfter(date, time.Now()); got < 58*time.Minute || got > time.Hour {
 		t.Errorf("retryAfter(%q) = %v, want about an hour", date, got)
 	}
-	if got := retryAfter(time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)); got != 0 {
+	if got := retryAfter(time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), time.Now()); got != 0 {
 		t.Errorf("a date in the past: %v, want 0", got)
 	}
 }

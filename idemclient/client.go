@@ -60,6 +60,10 @@ type Client struct {
 	maxElapsed  time.Duration
 	base, max   time.Duration
 	problemBase string
+	// now and sleep are Do's clock and its wait between attempts:
+	// time.Now and sleep, which tests replace.
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
 }
 
 // New returns a Client with the options, or an error that names every
@@ -73,6 +77,8 @@ func New(opts ...Option) (*Client, error) {
 		base:        DefaultBaseDelay,
 		max:         DefaultMaxDelay,
 		problemBase: DefaultProblemTypeBase,
+		now:         time.Now,
+		sleep:       sleep,
 	}
 	var errs []error
 	for _, opt := range opts {
@@ -164,14 +170,14 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 		return nil, &Error{Key: key, Err: ErrBodyNotReplayable}
 	}
 	ctx := req.Context()
-	start := time.Now()
+	start := c.now()
 	for attempt := 1; ; attempt++ {
 		resp, err := c.send(req, key, attempt)
 		retry, after := c.verdict(ctx, resp, err)
 		wait := max(after, c.backoff(attempt))
 		deadline, hasDeadline := ctx.Deadline()
-		done := !retry || attempt >= c.maxAttempts || time.Since(start)+wait > c.maxElapsed ||
-			hasDeadline && time.Now().Add(wait).After(deadline)
+		done := !retry || attempt >= c.maxAttempts || c.now().Sub(start)+wait > c.maxElapsed ||
+			hasDeadline && c.now().Add(wait).After(deadline)
 		if done {
 			if err != nil {
 				return nil, &Error{Key: key, Attempts: attempt, Err: err}
@@ -179,12 +185,8 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 			return &Response{Response: resp, Key: key, Attempts: attempt, Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, nil
 		}
 		discard(resp)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, &Error{Key: key, Attempts: attempt, Err: context.Cause(ctx)}
-		case <-t.C:
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, &Error{Key: key, Attempts: attempt, Err: err}
 		}
 	}
 }
@@ -216,7 +218,7 @@ func (c *Client) verdict(ctx context.Context, resp *http.Response, err error) (r
 	if err != nil {
 		return ctx.Err() == nil, 0 // no answer, unless the caller gave up
 	}
-	after = retryAfter(resp.Header.Get("Retry-After"))
+	after = retryAfter(resp.Header.Get("Retry-After"), c.now())
 	if slug, ok := c.problemSlug(resp); ok {
 		switch slug {
 		case "in-flight", "conflict", "unfinished", "outcome-unknown":
