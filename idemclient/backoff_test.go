@@ -1,7 +1,6 @@
 package idemclient
 
 import (
-	"net/http"
 	"testing"
 	"time"
 )
@@ -26,19 +25,24 @@ func TestBackoffIsCappedFullJitter(t *testing.T) {
 	}
 }
 
-// TestRetryAfter reads Retry-After in seconds and as a date, and ignores
-// what it cannot read.
+// TestRetryAfter reads Retry-After in seconds and as a date, of any size,
+// a wait longer than a time.Duration holds as forever, and ignores what it
+// cannot read.
 func TestRetryAfter(t *testing.T) {
-	for v, want := range map[string]time.Duration{"": 0, "3": 3 * time.Second, " 7 ": 7 * time.Second, "-1": 0, "soon": 0, "999999999": 0} {
-		if got := retryAfter(v); got != want {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"": 0, "3": 3 * time.Second, " 7 ": 7 * time.Second, "-1": 0, "+5": 0, "soon": 0,
+		"999999999":                     999999999 * time.Second,
+		"9223372036":                    9223372036 * time.Second,
+		"9223372037":                    forever,
+		"1000000000000":                 forever,
+		"99999999999999999999999":       forever,
+		"Wed, 02 Jan 2030 04:04:05 GMT": time.Hour,
+		"Wed, 02 Jan 2030 02:04:05 GMT": 0,
+		"Fri, 31 Dec 9999 23:59:59 GMT": forever,
+	} {
+		if got := retryAfter(v, now); got != want {
 			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
 		}
-	}
-	date := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
-	if got := retryAfter(date); got < 58*time.Minute || got > time.Hour {
-		t.Errorf("retryAfter(%q) = %v, want about an hour", date, got)
-	}
-	if got := retryAfter(time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)); got != 0 {
-		t.Errorf("a date in the past: %v, want 0", got)
 	}
 }

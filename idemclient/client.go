@@ -50,6 +50,17 @@ const (
 // *bytes.Buffer, *bytes.Reader or *strings.Reader.
 var ErrBodyNotReplayable = errors.New("idemclient: the request body cannot be sent again: give it a GetBody, as http.NewRequest does for a *bytes.Buffer, *bytes.Reader or *strings.Reader")
 
+// ErrMaxAttempts is in Response.GaveUp when Do returned an answer that
+// asked for another attempt, after the attempts of WithMaxAttempts.
+var ErrMaxAttempts = errors.New("idemclient: the answer asks for another attempt, and WithMaxAttempts allows no more")
+
+// ErrMaxElapsed is in Response.GaveUp when Do returned an answer that asked
+// for another attempt whose wait, the back-off or the server's
+// Retry-After, would end past WithMaxElapsed from the first attempt. Do
+// returns such an answer at once, without the wait; the error says how
+// long the server asked to wait.
+var ErrMaxElapsed = errors.New("idemclient: the next attempt would come past WithMaxElapsed")
+
 // Client sends requests with an idempotency key, and sends them again,
 // with the same key and the same body, when the answer says that this is
 // safe and may succeed. Make one with New; it is safe for concurrent use.
@@ -60,6 +71,10 @@ type Client struct {
 	maxElapsed  time.Duration
 	base, max   time.Duration
 	problemBase string
+	// now and sleep are Do's clock and its wait between attempts:
+	// time.Now and sleep, which tests replace.
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
 }
 
 // New returns a Client with the options, or an error that names every
@@ -73,6 +88,8 @@ func New(opts ...Option) (*Client, error) {
 		base:        DefaultBaseDelay,
 		max:         DefaultMaxDelay,
 		problemBase: DefaultProblemTypeBase,
+		now:         time.Now,
+		sleep:       sleep,
 	}
 	var errs []error
 	for _, opt := range opts {
@@ -106,6 +123,13 @@ type Response struct {
 	// an earlier attempt (Idempotent-Replayed: true): the work was done
 	// once, before.
 	Replayed bool
+	// GaveUp is nil when the answer is final. Otherwise the answer asked
+	// for another attempt, which Do did not make, and GaveUp says why:
+	// it matches ErrMaxAttempts, ErrMaxElapsed (also when the server's
+	// Retry-After asked for a wait past it), or context.DeadlineExceeded
+	// for a wait that would end past the request context's deadline. The
+	// intention is still open: a later retry with Key may succeed.
+	GaveUp error
 }
 
 // Error is Do's error: the request was refused before its first attempt,
@@ -143,12 +167,14 @@ func (e *Error) Unwrap() error { return e.Err }
 // statuses, a 409 or a 500 among them.
 //
 // Retries wait a random time up to a bound that doubles with each retry
-// (WithBackoff), or the Retry-After the server asked for when that is
-// longer. Do stops after WithMaxAttempts attempts or WithMaxElapsed, and
-// before a wait that would pass the context's deadline, and returns the
-// last answer then; it returns an *Error when the last attempt got none.
-// The bodies of all answers but the last are read and closed; the caller
-// closes the last one's.
+// (WithBackoff), or the Retry-After the server asked for, in seconds or as
+// a date, of any size, when that is longer. Do stops after WithMaxAttempts
+// attempts, and before a wait that would end past WithMaxElapsed or the
+// context's deadline, without taking that wait, and returns the last answer
+// then, with Response.GaveUp saying which limit it met; it returns an
+// *Error when the last attempt got none. The bodies of all answers but the
+// last are read and closed; the caller closes the last one's. req is not
+// changed: each attempt sends a copy, with the key in its header.
 func (c *Client) Do(req *http.Request) (*Response, error) {
 	if c == nil || c.http == nil {
 		return nil, errors.New("idemclient: the Client was not made by New")
@@ -164,35 +190,36 @@ func (c *Client) Do(req *http.Request) (*Response, error) {
 		return nil, &Error{Key: key, Err: ErrBodyNotReplayable}
 	}
 	ctx := req.Context()
-	start := time.Now()
+	start := c.now()
 	for attempt := 1; ; attempt++ {
 		resp, err := c.send(req, key, attempt)
 		retry, after := c.verdict(ctx, resp, err)
-		wait := max(after, c.backoff(attempt))
-		deadline, hasDeadline := ctx.Deadline()
-		done := !retry || attempt >= c.maxAttempts || time.Since(start)+wait > c.maxElapsed ||
-			hasDeadline && time.Now().Add(wait).After(deadline)
-		if done {
+		var wait time.Duration
+		var gaveUp error
+		if retry {
+			wait, gaveUp = c.wait(ctx, attempt, c.now().Sub(start), after, resp)
+		}
+		if !retry || gaveUp != nil {
 			if err != nil {
 				return nil, &Error{Key: key, Attempts: attempt, Err: err}
 			}
-			return &Response{Response: resp, Key: key, Attempts: attempt, Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, nil
+			return &Response{Response: resp, Key: key, Attempts: attempt, Replayed: resp.Header.Get("Idempotent-Replayed") == "true", GaveUp: gaveUp}, nil
 		}
 		discard(resp)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, &Error{Key: key, Attempts: attempt, Err: context.Cause(ctx)}
-		case <-t.C:
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, &Error{Key: key, Attempts: attempt, Err: err}
 		}
 	}
 }
 
 // send makes one attempt of req with key: a copy of req, with the key in
-// its header and, after the first attempt, a fresh copy of its body.
+// its header and, after the first attempt, a fresh copy of its body. req
+// itself is not changed, and its Header may be nil, as http.Client allows.
 func (c *Client) send(req *http.Request, key string, attempt int) (*http.Response, error) {
 	r := req.Clone(req.Context())
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
 	r.Header.Set(c.header, key)
 	if attempt > 1 && req.GetBody != nil {
 		body, err := req.GetBody()
@@ -216,7 +243,7 @@ func (c *Client) verdict(ctx context.Context, resp *http.Response, err error) (r
 	if err != nil {
 		return ctx.Err() == nil, 0 // no answer, unless the caller gave up
 	}
-	after = retryAfter(resp.Header.Get("Retry-After"))
+	after = retryAfter(resp.Header.Get("Retry-After"), c.now())
 	if slug, ok := c.problemSlug(resp); ok {
 		switch slug {
 		case "in-flight", "conflict", "unfinished", "outcome-unknown":

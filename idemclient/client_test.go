@@ -103,6 +103,39 @@ func TestOneKeyPerIntention(t *testing.T) {
 	}
 }
 
+// TestNilHeader sends a request whose Header is nil, as http.Client
+// accepts it: every attempt carries the key, and the caller's request is
+// left as it was, its Header nil.
+func TestNilHeader(t *testing.T) {
+	var seen attempts
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen.record(r) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	req := post(t, srv.URL, "{}")
+	req.Header = nil
+	resp, err := fast(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || resp.Attempts != 2 {
+		t.Errorf("%d after %d attempts, want 201 after 2", resp.StatusCode, resp.Attempts)
+	}
+	for i, k := range seen.keys {
+		if k == "" || k != resp.Key {
+			t.Errorf("attempt %d: key %q, want %q", i+1, k, resp.Key)
+		}
+	}
+	if req.Header != nil {
+		t.Errorf("the caller's request got the header %v", req.Header)
+	}
+}
+
 // problem writes idemhttp's problem of slug under base.
 func problem(w http.ResponseWriter, base, slug string, status int, retryAfter string) {
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -241,7 +274,8 @@ func TestNoAnswerIsRetried(t *testing.T) {
 
 // TestLimits shows where Do stops: at the attempts of WithMaxAttempts, with
 // the last answer; before a Retry-After that would pass the context's
-// deadline or WithMaxElapsed, with the answer that asked for it; with an
+// deadline or WithMaxElapsed, with the answer that asked for it, and
+// Response.GaveUp saying which limit it met; with an
 // *Error when the last attempt got no answer, or the context ended during
 // a wait.
 func TestLimits(t *testing.T) {
@@ -255,8 +289,8 @@ func TestLimits(t *testing.T) {
 	defer srv.Close()
 
 	resp, err := fast(t, idemclient.WithMaxAttempts(4)).Do(post(t, srv.URL, "{}"))
-	if err != nil || resp.StatusCode != 503 || resp.Attempts != 4 {
-		t.Errorf("max attempts: %v, %v; want the fourth 503", resp, err)
+	if err != nil || resp.StatusCode != 503 || resp.Attempts != 4 || !errors.Is(resp.GaveUp, idemclient.ErrMaxAttempts) {
+		t.Errorf("max attempts: %v, %v; want the fourth 503, given up with ErrMaxAttempts", resp, err)
 	} else {
 		resp.Body.Close()
 	}
@@ -264,16 +298,16 @@ func TestLimits(t *testing.T) {
 	retryIn = "30"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	start := time.Now()
-	resp, err = fast(t).Do(post(t, srv.URL, "{}").WithContext(ctx))
-	if err != nil || resp.Attempts != 1 || time.Since(start) > 4*time.Second {
-		t.Errorf("a Retry-After past the deadline: %v, %v after %v; want the first 503 at once", resp, err, time.Since(start))
+	clock := &fakeClock{t: time.Now()}
+	resp, err = fast(t, idemclient.WithClock(clock.now, clock.sleep)).Do(post(t, srv.URL, "{}").WithContext(ctx))
+	if err != nil || resp.Attempts != 1 || len(clock.waits) > 0 || !errors.Is(resp.GaveUp, context.DeadlineExceeded) {
+		t.Errorf("a Retry-After past the deadline: %v, %v after the waits %v; want the first 503 without a wait, given up with context.DeadlineExceeded", resp, err, clock.waits)
 	} else {
 		resp.Body.Close()
 	}
 	resp, err = fast(t, idemclient.WithMaxElapsed(time.Second)).Do(post(t, srv.URL, "{}"))
-	if err != nil || resp.Attempts != 1 {
-		t.Errorf("a Retry-After past WithMaxElapsed: %v, %v; want the first 503", resp, err)
+	if err != nil || resp.Attempts != 1 || !errors.Is(resp.GaveUp, idemclient.ErrMaxElapsed) {
+		t.Errorf("a Retry-After past WithMaxElapsed: %v, %v; want the first 503, given up with ErrMaxElapsed", resp, err)
 	} else {
 		resp.Body.Close()
 	}

@@ -12,7 +12,11 @@
 // outcome-unknown, 429, 502, 503 and 504). It waits between attempts with
 // capped exponential back-off and full jitter, or as long as the server's
 // Retry-After asks, and stops at a number of attempts, a time, and the
-// context's deadline.
+// context's deadline. When it stops on an answer that asks for another
+// attempt, a Retry-After past the time among them, it returns that answer
+// at once, without the wait, and Response.GaveUp says which limit it met
+// (ErrMaxAttempts, ErrMaxElapsed, context.DeadlineExceeded): the intention
+// is still open under its key.
 //
 //	c, err := idemclient.New(idemclient.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
 //	...
@@ -20,9 +24,12 @@
 //	req.Header.Set("Idempotency-Key", order.Key) // made once, with idemclient.NewKey, and kept with the order
 //	resp, err := c.Do(req)
 //	if err != nil {
-//		return err // no answer: retry later with the same key
+//		return err // no answer, and resp is nil: retry later with the same key
 //	}
 //	defer resp.Body.Close()
+//	if resp.GaveUp != nil {
+//		return resp.GaveUp // the answer asks to come back: retry later with resp.Key
+//	}
 //	// resp.Attempts, resp.Replayed
 //
 // The package uses the standard library only.

@@ -3,6 +3,7 @@ package idemclient_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -102,4 +103,33 @@ func ExampleClient_Do() {
 	// 201 order 1
 	// attempts: 2 replayed: true
 	// orders: 1
+}
+
+// A server asks for a pause of a day and a second, past the client's
+// minute of DefaultMaxElapsed: Do does not wait, and returns its answer at
+// once, with GaveUp saying why.
+func ExampleClient_Do_gaveUp() {
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "86401")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer server.Close()
+
+	client, err := idemclient.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, server.URL, strings.NewReader(`{"item":"book"}`))
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.StatusCode, "attempts:", resp.Attempts)
+	if errors.Is(resp.GaveUp, idemclient.ErrMaxElapsed) {
+		fmt.Println("gave up: the server asked to wait past WithMaxElapsed; retry later with resp.Key")
+	}
+	// Output:
+	// 503 attempts: 1
+	// gave up: the server asked to wait past WithMaxElapsed; retry later with resp.Key
 }

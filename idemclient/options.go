@@ -51,7 +51,9 @@ func WithMaxAttempts(n int) Option {
 
 // WithMaxElapsed sets how long Do goes on retrying one request, from its
 // first attempt; the default is DefaultMaxElapsed. Do makes no attempt
-// whose wait would end past it. Keep it well within the server's retention
+// whose wait, the back-off or the server's Retry-After, would end past it:
+// it returns the answer it has at once, with Response.GaveUp matching
+// ErrMaxElapsed. Keep it well within the server's retention
 // window: a retry after the window runs as a new request.
 func WithMaxElapsed(d time.Duration) Option {
 	return func(c *Client) error {
