@@ -22,14 +22,16 @@ type clientConfig struct {
 
 // WithClientKeyMetadata sets the metadata key that carries the idempotency
 // key; the default is DefaultKeyMetadata, as the server's WithKeyMetadata
-// reads it. The name follows WithKeyMetadata's rules.
+// reads it. The name follows WithKeyMetadata's rules, and a name that
+// breaks them fails UnaryClientInterceptor, as it fails the server's
+// interceptor.
 func WithClientKeyMetadata(name string) ClientOption {
 	return func(c *clientConfig) error {
-		var server config
-		if err := WithKeyMetadata(name)(&server); err != nil {
+		name, err := keyMetadataName(name)
+		if err != nil {
 			return err
 		}
-		c.keyName = server.keyName
+		c.keyName = name
 		return nil
 	}
 }

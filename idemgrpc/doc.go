@@ -43,7 +43,10 @@
 // idem.Fingerprint("idemgrpc/1", scope, full method name, request), each
 // part framed by its length, where the request is the request message in
 // protobuf's deterministic encoding (proto.MarshalOptions{Deterministic:
-// true}), unknown fields included. A call with the same key and another
+// true}), unknown fields included, sorted by their encoding in the request
+// and in every message within its known fields, so that a newer client's
+// fields that the server does not know, such as a map's entries, count in
+// whatever order they come. A call with the same key and another
 // client scope, method or message is refused with FailedPrecondition and
 // never runs. The deterministic encoding is stable for one build of a
 // server, not across versions of the protobuf library or of the message's

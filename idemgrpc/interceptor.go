@@ -221,7 +221,7 @@ func (i *interceptor) identify(ctx context.Context, full string, req any) (key s
 	if err != nil {
 		return "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: request of %s: %w", full, err))
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	b, err := canonicalEncoding(msg)
 	if err != nil {
 		return "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: encode the request of %s: %w", full, err))
 	}

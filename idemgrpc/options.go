@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -53,23 +52,17 @@ func defaultConfig() config {
 // idempotency key. The default is DefaultKeyMetadata, "idempotency-key".
 // gRPC metadata keys are case-insensitive, so name is taken in lower case;
 // it must be a valid metadata key of ASCII letters, digits, '-', '_' and
-// '.', not a binary one (ending in "-bin") and not one that gRPC reserves
-// (starting with "grpc-").
+// '.', not a binary one (ending in "-bin"), and one that gRPC leaves to the
+// application: not a pseudo-header (":authority"), not one that gRPC
+// reserves ("grpc-..."), and not one that grpc-go sends, drops or fills in
+// itself (content-type, user-agent, te, host, connection), under which a
+// client's key would never arrive, or every call of a client would arrive
+// with the same one.
 func WithKeyMetadata(name string) Option {
 	return func(c *config) error {
-		name = strings.ToLower(name)
-		switch {
-		case name == "":
-			return fmt.Errorf("idemgrpc: empty key metadata name: %w", idem.ErrInvalidArgument)
-		case strings.HasPrefix(name, "grpc-"):
-			return fmt.Errorf("idemgrpc: key metadata %q: keys that start with grpc- are reserved by gRPC: %w", name, idem.ErrInvalidArgument)
-		case strings.HasSuffix(name, "-bin"):
-			return fmt.Errorf("idemgrpc: key metadata %q: a key that ends in -bin carries binary values, and a key is text: %w", name, idem.ErrInvalidArgument)
-		}
-		for i := 0; i < len(name); i++ {
-			if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-				return fmt.Errorf("idemgrpc: key metadata %q is not a valid metadata key: %w", name, idem.ErrInvalidArgument)
-			}
+		name, err := keyMetadataName(name)
+		if err != nil {
+			return err
 		}
 		c.keyName = name
 		return nil

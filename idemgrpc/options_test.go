@@ -61,7 +61,7 @@ func TestConfiguration(t *testing.T) {
 		{"bad key names", store, db, []idemgrpc.Option{protected,
 			idemgrpc.WithKeyMetadata(""), idemgrpc.WithKeyMetadata("grpc-key"), idemgrpc.WithKeyMetadata("key-bin"),
 			idemgrpc.WithKeyMetadata("idempotency key"), idemgrpc.WithKeyMetadata("schlüssel"), idemgrpc.WithKeyMetadata(":authority")},
-			[]string{"empty key metadata", "reserved by gRPC", "binary values", `"idempotency key" is not`, `"schlüssel" is not`, `":authority" is not`}},
+			[]string{"empty key metadata", "reserved by gRPC", "binary values", `"idempotency key" is not`, `"schlüssel" is not`, `":authority": names that start with : are HTTP/2 pseudo-headers`}},
 		{"nil scope", store, db, []idemgrpc.Option{protected, idemgrpc.WithScope(nil)}, []string{"nil scope"}},
 		{"retryable codes", store, db, []idemgrpc.Option{protected, idemgrpc.WithStoredErrors(codes.Unavailable), idemgrpc.WithStoredErrors(codes.OK), idemgrpc.WithStoredErrors(codes.Internal)},
 			[]string{"Unavailable is not a final answer", "OK is not", "Internal is not"}},
