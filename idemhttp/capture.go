@@ -24,29 +24,41 @@ var errHijack = errors.New("idemhttp: a protected request cannot hijack its conn
 // transaction leaves nothing of the attempt before.
 //
 // It keeps no more than limit bytes, counted as the Store counts a response
-// it stores: the allow-listed headers, encoded, and the body. A Write that
-// would go past the limit keeps nothing, fails with an error that matches
-// idem.ErrResponseTooLarge, and so does every Write after it, so that a
-// handler that streams stops early instead of filling memory. The limit
-// holds for every status, stored or not: a 5xx is held in memory like any
-// other response until the handler returns.
+// it stores: the allow-listed headers, encoded, and the body. The headers
+// counted are those that will be stored, the Content-Type that the capture
+// sniffs from the body among them, so that a response that fits here is
+// never refused by the Store. A Write that would go past the limit keeps
+// nothing, fails with an error that matches idem.ErrResponseTooLarge, and
+// so does every Write after it, so that a handler that streams stops early
+// instead of filling memory. The limit holds for every status, stored or
+// not: a 5xx is held in memory like any other response until the handler
+// returns.
 //
 // It behaves as net/http's own writer where a handler can tell: the status
 // and header are fixed by the first WriteHeader or Write, a later
 // WriteHeader is ignored, 204 and 304 take no body, and a missing
 // Content-Type is sniffed from the body. Informational (1xx) responses are
-// dropped, since they would reach the client early, and so are trailers.
+// dropped, since they would reach the client early, and so are trailers. A
+// status that net/http would panic on, outside 100 to 999, is kept as the
+// handler gave it: the middleware never stores it, and writeResponse
+// answers it.
 type capture struct {
 	header http.Header // what the handler sees and changes
-	sent   http.Header // header as it was at WriteHeader
-	status int         // 0 until WriteHeader or Write
-	body   []byte      // its capacity never exceeds room
+	// sent is the header as it was at WriteHeader, with the Content-Type
+	// sniffed from the body when it had none: the header of the response.
+	sent   http.Header
+	status int  // as WriteHeader or Write fixed it
+	fixed  bool // whether WriteHeader or Write fixed the status and header
+	// sniffs is whether the Content-Type is sniffed from the body: sent
+	// has none, and no Content-Encoding, as net/http decides it.
+	sniffs bool
+	body   []byte // its capacity never exceeds room
 
 	limit int // bytes of encoded allow-listed header and body
 	// headerSize is what the Store counts for a header: the size of its
 	// allow-listed part, encoded.
 	headerSize func(http.Header) int
-	room       int   // bytes the body may take, once the header is fixed
+	room       int   // bytes the body may take beside sent
 	err        error // set when the response went past limit
 }
 
@@ -57,52 +69,71 @@ func newCapture(limit int, headerSize func(http.Header) int) *capture {
 func (c *capture) Header() http.Header { return c.header }
 
 func (c *capture) WriteHeader(code int) {
-	switch {
-	case c.status != 0, code >= 100 && code <= 199:
+	if c.fixed || code >= 100 && code <= 199 {
 		return
-	case code < 100 || code > 999:
-		// net/http panics on such a code; here it counts as the server
-		// error it is, and is therefore not stored.
-		code = http.StatusInternalServerError
 	}
-	c.status = code
+	c.status, c.fixed = code, true
 	c.sent = c.header.Clone()
+	_, typed := c.sent["Content-Type"]
+	c.sniffs = !typed && c.sent.Get("Content-Encoding") == ""
 	c.room = c.limit - c.headerSize(c.sent)
 	if c.room < 0 {
 		c.fail()
 	}
 }
 
-func (c *capture) Write(p []byte) (int, error) {
-	if err := c.reserve(len(p)); err != nil {
+func (c *capture) Write(p []byte) (int, error) { return write(c, p) }
+
+func (c *capture) WriteString(s string) (int, error) { return write(c, s) }
+
+// write is Write and WriteString, which differ in the type of p alone: it
+// appends p to the body if the response with it fits the limit.
+func write[B []byte | string](c *capture, p B) (int, error) {
+	if !c.fixed {
+		c.WriteHeader(http.StatusOK)
+	}
+	if err := c.reserve(len(p), sniff(c, p)); err != nil {
 		return 0, err
 	}
 	c.body = append(c.body, p...)
 	return len(p), nil
 }
 
-func (c *capture) WriteString(s string) (int, error) {
-	if err := c.reserve(len(s)); err != nil {
-		return 0, err
+// sniffLen is how many bytes of a body http.DetectContentType reads.
+const sniffLen = 512
+
+// sniff returns the Content-Type that the body will have with p appended,
+// as net/http sniffs it, when the capture sniffs one and p may change it:
+// while the body is shorter than the bytes that decide it. It returns ""
+// otherwise, and for a body that is still empty, which gets no type.
+func sniff[B []byte | string](c *capture, p B) string {
+	if !c.sniffs || len(c.body) >= sniffLen || len(c.body)+len(p) == 0 {
+		return ""
 	}
-	c.body = append(c.body, s...)
-	return len(s), nil
+	var head [sniffLen]byte
+	n := copy(head[:], c.body)
+	n += copy(head[n:], p)
+	return http.DetectContentType(head[:n])
 }
 
 // reserve makes room in the body for n more bytes, or reports why they may
-// not be written. It grows the body as append would, by doubling, but never
-// past room, so that a response just under the limit does not hold twice
-// the limit in spare capacity.
-func (c *capture) reserve(n int) error {
-	if c.status == 0 {
-		c.WriteHeader(http.StatusOK)
-	}
+// not be written. contentType, unless empty, is the body's sniffed type
+// with those bytes, which the header will carry, and which is counted
+// before they are. It grows the body as append would, by doubling, but
+// never past room, so that a response just under the limit does not hold
+// twice the limit in spare capacity.
+func (c *capture) reserve(n int, contentType string) error {
 	switch {
 	case !bodyAllowed(c.status):
 		return http.ErrBodyNotAllowed
 	case c.err != nil:
 		return c.err
-	case n > c.room-len(c.body):
+	}
+	if contentType != "" {
+		c.sent["Content-Type"] = []string{contentType}
+		c.room = c.limit - c.headerSize(c.sent)
+	}
+	if n > c.room-len(c.body) {
 		return c.fail()
 	}
 	if need := len(c.body) + n; need > cap(c.body) {
@@ -134,21 +165,17 @@ func (c *capture) FlushError() error { return nil }
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
 
 // response returns the finished response: its status (200 if the handler
-// wrote nothing), its header and its body.
-func (c *capture) response() (int, http.Header, []byte) {
-	if c.status == 0 {
+// wrote nothing), its header, with the sniffed Content-Type, and its body.
+func (c *capture) response() idem.Response {
+	if !c.fixed {
 		c.WriteHeader(http.StatusOK)
 	}
-	h, body := c.sent, c.body
-	for name := range h {
+	for name := range c.sent {
 		if name == "Trailer" || strings.HasPrefix(name, http.TrailerPrefix) {
-			delete(h, name) // the response leaves whole, with no trailers
+			delete(c.sent, name) // the response leaves whole, with no trailers
 		}
 	}
-	if _, typed := h["Content-Type"]; !typed && len(body) > 0 && h.Get("Content-Encoding") == "" {
-		h.Set("Content-Type", http.DetectContentType(body))
-	}
-	return c.status, h, body
+	return idem.Response{Status: c.status, Header: c.sent, Body: c.body}
 }
 
 // bodyAllowed reports whether a response with status may have a body, as

@@ -12,7 +12,8 @@ import (
 )
 
 // TestCaptureBehavesLikeNetHTTP checks that a handler behind the middleware
-// is answered as net/http would answer it, first time and on replay.
+// is answered as net/http would answer it, first time and on replay. A
+// status net/http would panic on is TestInvalidStatus's.
 func TestCaptureBehavesLikeNetHTTP(t *testing.T) {
 	e := setup(t, dbtest.SQLite(sqliteParams))
 	writeErr := make(chan error, 1)
@@ -45,10 +46,6 @@ func TestCaptureBehavesLikeNetHTTP(t *testing.T) {
 		w.Header().Set("X-Sum", "1")
 		w.Header().Set(http.TrailerPrefix+"X-Late", "2")
 	})
-	mux.HandleFunc("/invalid-status", func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(42)
-		io.WriteString(w, "x")
-	})
 	srv := e.serve(t, mux)
 
 	for _, c := range []struct {
@@ -63,7 +60,6 @@ func TestCaptureBehavesLikeNetHTTP(t *testing.T) {
 		{"/first-status-wins", "k2", 201, "text/plain; charset=utf-8", "/a", "x", true},
 		{"/informational", "k3", 201, "text/plain; charset=utf-8", "", "x", true},
 		{"/no-content", "k4", 204, "", "", "", true},
-		{"/invalid-status", "k5", 500, "text/plain; charset=utf-8", "", "x", false},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			for i := 0; i < 2; i++ {

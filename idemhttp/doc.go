@@ -134,7 +134,8 @@
 //
 // A response may take as many bytes as the Store stores
 // ([idem.WithMaxResponseBytes], 1 MiB by default), counted as the Store
-// counts them: the body and the allow-listed headers, encoded. The
+// counts them: the body and the allow-listed headers, encoded, the
+// Content-Type sniffed for a handler that sets none among them. The
 // middleware reads the limit from the Store ([idem.Store.MaxResponseBytes]).
 //
 // The limit holds while the handler writes, not after: the response is
@@ -174,7 +175,10 @@
 // behind its 5xx and 403 responses go to the hook of [WithErrorHook], if one
 // is set. New reports a bad configuration, so that it stops the start-up;
 // Handler, which cannot return an error, fails closed with a 500 on a nil
-// handler.
+// handler. A response whose status net/http would panic on, outside 100 to
+// 999, is answered with a 500 in its place (see [ErrInvalidStatus]): a
+// handler's is never stored, and one that is stored, as Run stores a
+// multi-step request's, gets a 500 record-damaged on every retry.
 //
 // # Testing a handler without a database
 //

@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -177,5 +178,69 @@ func TestResponseLimitCountsAsTheStore(t *testing.T) {
 			}
 			e.wantNoRecord(t, "", "over")
 		})
+	})
+}
+
+// TestResponseLimitCountsTheSniffedType checks that the middleware counts
+// the Content-Type it sniffs for a handler that sets none, as the Store
+// counts it once stored: a handler that writes exactly the limit of body,
+// byte by byte, gets the error on the Write that passes the limit with that
+// header, not a 500 from the Store after every Write succeeded; and a body
+// that fits with it is stored and replayed byte for byte, with the sniffed
+// type. It runs with text and with binary bytes, whose sniffed types differ
+// in length.
+func TestResponseLimitCountsTheSniffedType(t *testing.T) {
+	const limit = 300
+	forEach(t, func(t *testing.T, tg target) {
+		for _, c := range []struct {
+			name string
+			b    byte
+		}{{"text", 'b'}, {"binary", 0}} {
+			t.Run(c.name, func(t *testing.T) {
+				sniffed := http.DetectContentType([]byte{c.b})
+				room := limit - len(codec.EncodeHeader(http.Header{"Content-Type": {sniffed}}))
+				e := setup(t, tg, idem.WithMaxResponseBytes(limit))
+				var written atomic.Int64
+				var writeErr atomic.Value
+				handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					size := len(r.URL.Query().Get("size"))
+					for i := 0; i < size; i++ {
+						if _, err := w.Write([]byte{c.b}); err != nil {
+							writeErr.Store(err)
+							break
+						}
+						written.Add(1)
+					}
+				})
+				size := func(n int) string { return "/?size=" + strings.Repeat("n", n) }
+
+				t.Run("the limit of body", func(t *testing.T) {
+					var h hook
+					srv := e.serve(t, handler, h.option())
+					wantProblem(t, send(t, srv, "POST", size(limit), "over", ""), http.StatusInternalServerError, "response-too-large", "")
+					if err, _ := writeErr.Load().(error); !errors.Is(err, idem.ErrResponseTooLarge) || written.Load() != int64(room) {
+						t.Errorf("%d Writes succeeded, then %v; want %d, then ErrResponseTooLarge: the body and its sniffed %q fill the limit",
+							written.Load(), err, room, sniffed)
+					}
+					if errs := h.reported(); len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "idemhttp: ") {
+						t.Errorf("ErrorHook got %v, want the middleware's own refusal", errs)
+					}
+					e.wantNoRecord(t, "", "over")
+				})
+				t.Run("a body that fits", func(t *testing.T) {
+					srv := e.serve(t, handler)
+					first := send(t, srv, "POST", size(room), "fits", "")
+					if first.status != http.StatusOK || len(first.body) != room || first.header.Get("Content-Type") != sniffed {
+						t.Fatalf("got %d with %d bytes of %q, want 200 with %d of %q", first.status, len(first.body), first.header.Get("Content-Type"), room, sniffed)
+					}
+					again := send(t, srv, "POST", size(room), "fits", "")
+					if again.status != first.status || !bytes.Equal(again.body, first.body) ||
+						again.header.Get("Content-Type") != sniffed || again.header.Get(idemhttp.ReplayedHeader) != "true" {
+						t.Errorf("the retry got %d with %d bytes of %q, replayed %q; want the stored response byte for byte",
+							again.status, len(again.body), again.header.Get("Content-Type"), again.header.Get(idemhttp.ReplayedHeader))
+					}
+				})
+			})
+		}
 	})
 }

@@ -407,18 +407,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// retry could not be answered.
 			return idem.Response{}, c.err
 		}
-		status, header, b := c.response()
-		if !cfg.storable(status) {
-			return idem.Response{}, &unstored{status}
+		resp := c.response()
+		// A status that HTTP cannot send is never stored, whatever the
+		// policy: writeResponse answers it, and a retry runs again.
+		if !validStatus(resp.Status) || !cfg.storable(resp.Status) {
+			return idem.Response{}, &unstored{resp.Status}
 		}
-		return idem.Response{Status: status, Header: cfg.storedHeader(header), Body: b}, nil
+		return idem.Response{Status: resp.Status, Header: cfg.storedHeader(resp.Header), Body: resp.Body}, nil
 	}
 	res, err := m.run.DoTx(r.Context(), id.key, id.hash, serve)
 	var us *unstored
 	switch {
-	case errors.As(err, &us), err == nil && res.Outcome == idem.Claimed:
-		status, header, body := c.response()
-		writeResponse(w, status, header, body)
+	case errors.As(err, &us):
+		cfg.writeResponse(w, r, c.response(), originUnstored)
+	case err == nil && res.Outcome == idem.Claimed:
+		cfg.writeResponse(w, r, c.response(), originStored)
 	case err != nil:
 		cfg.report(r, err)
 		cfg.writeProblem(w, r, failure(err))
@@ -434,7 +437,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (c *config) writeUnclaimed(w http.ResponseWriter, r *http.Request, res idem.Result) {
 	switch res.Outcome {
 	case idem.Replay:
-		writeReplay(w, res.Response)
+		c.writeResponse(w, r, res.Response, originReplay)
 	case idem.Mismatch:
 		c.writeProblem(w, r, problemKeyReused)
 	default: // idem.InFlight

@@ -185,7 +185,8 @@ func WithMaxBodyBytes(n int64) Option {
 // transient, and a retry should get another chance. A 4xx is stored with
 // whatever the handler wrote in Tx before it refused, so refuse before
 // writing. A rate limiter's 429 belongs in front of the middleware, or out
-// of the policy, since replaying it would refuse every retry.
+// of the policy, since replaying it would refuse every retry. The policy is
+// asked of HTTP statuses alone: one outside 100 to 999 is never stored.
 func WithStorePolicy(store func(status int) bool) Option {
 	return func(c *config) error {
 		if store == nil {

@@ -17,7 +17,10 @@ import (
 // that take the middleware's transactions (*sql.Tx for New, pgx.Tx for
 // idempgx.NewMiddleware), and Call steps between them. The Final step's
 // response is the one the client gets, stored whatever its status, with
-// its headers as the step gives them, and replayed byte for byte.
+// its headers as the step gives them, and replayed byte for byte; one whose
+// status net/http cannot send, outside 100 to 999, is answered with a 500
+// record-damaged problem on the first answer and on every retry, and the
+// error hook is told [ErrInvalidStatus].
 //
 // The request is identified as for Handler: its key, scope, hash and body
 // limit, with the same refusals. Its outcome is answered as Handler
@@ -40,7 +43,8 @@ import (
 // same request, since a retry resumes with the steps its own call of build
 // returns. An error from build stores nothing: one made with idem.Finish
 // answers the request with its response, as it is (a 400 for a malformed
-// body, say), so that a corrected request may use the same key; any other
+// body, say), so that a corrected request may use the same key, or with a
+// 500 internal-error when its status is outside 100 to 999; any other
 // is a 500 internal-error, and goes to the error hook.
 //
 // Every request to Steps needs a key, whatever WithKeyRequired says, since
@@ -78,7 +82,7 @@ func (h *stepsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	steps, err := h.build(req)
 	if err != nil {
 		if resp, ok := idem.Finished(err); ok {
-			writeResponse(w, resp.Status, resp.Header, resp.Body)
+			cfg.writeResponse(w, r, resp, originUnstored)
 			return
 		}
 		cfg.report(r, fmt.Errorf("idemhttp: build the steps: %w", err))
@@ -92,7 +96,7 @@ func (h *stepsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cfg.report(r, err)
 		cfg.writeProblem(w, r, stepsFailure(err))
 	case res.Outcome == idem.Claimed:
-		writeResponse(w, res.Response.Status, res.Response.Header, res.Response.Body)
+		cfg.writeResponse(w, r, res.Response, originStored)
 	default:
 		cfg.writeUnclaimed(w, r, res)
 	}
