@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"time"
 
 	"github.com/idemgo/idem"
 )
@@ -81,4 +82,44 @@ func ExampleStore_Run() {
 	// claimed 201 ch_1
 	// replay 201 ch_1
 	// orders: 1 charges: 1 mails: 1
+}
+
+// A service that runs Resume with ResumeOlderThan(10*time.Second) asks each
+// unfinished request when its Resume takes it; ResumeIn is the answer for
+// Resume with its defaults. The Store's clock stands still here, so that
+// the output is the same on every run.
+func ExampleUnfinished_ResumeInOlderThan() {
+	db, _, cleanup := openExampleDB()
+	defer cleanup()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	store, err := idem.New(idem.SQLite(), idem.WithClock(func() time.Time { return now }))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The provider is down, and the client gives up after the first phase.
+	_, err = store.Run(ctx, db, nil, "key-1", idem.Fingerprint([]byte("POST /orders"), []byte("book")),
+		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES ('book')`)
+			return err
+		}),
+		idem.Call("charge", func(context.Context, string) error { return errors.New("provider unreachable") }),
+		idem.Final("confirmed", func(context.Context, *sql.Tx) (idem.Response, error) {
+			return idem.Response{Status: http.StatusCreated}, nil
+		}),
+	)
+	fmt.Println("error:", err)
+
+	now = now.Add(4 * time.Second)
+	list, err := store.Unfinished(ctx, db, 0, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, u := range list {
+		fmt.Printf("%s at step %s: Resume takes it in %v, ours in %v\n", u.Key, u.Phase, u.ResumeIn, u.ResumeInOlderThan(10*time.Second))
+	}
+	// Output:
+	// error: idem: step "charge": provider unreachable
+	// key-1 at step order: Resume takes it in 56s, ours in 6s
 }

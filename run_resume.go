@@ -30,14 +30,32 @@ type Unfinished struct {
 	// LeaseLeft is how long that lease still ran when the list was read,
 	// by the same clock: 0 or less when no call runs the request now.
 	LeaseLeft time.Duration
-	// ResumeIn is how long Resume still leaves the request alone, by
-	// the same clock: the lease left, and after Resume failed to
-	// finish it, a back-off that doubles with each failure, from 10
-	// seconds up to 15 minutes. 0 or less when Resume would take it.
-	// The request's client may retry it whenever the lease has run out.
+	// ResumeIn is how long after the list was read Resume, with its
+	// defaults, takes the request: once the request is DefaultResumeAge
+	// old, by the Store's clock, and once its lease has run out and,
+	// after Resume failed to finish it, a back-off that doubles with
+	// each failure, from 10 seconds up to 15 minutes, by the database's.
+	// 0 or less when Resume would take it then. A Resume given
+	// ResumeOlderThan takes it after ResumeInOlderThan of that age. The
+	// request's client may retry it whenever the lease has run out.
 	ResumeIn time.Duration
 
+	// heldFor is how long the lease and the back-off still kept the
+	// request from Resume when the list was read, by the database's
+	// clock; listedAt is when that was, by the Store's.
+	heldFor     time.Duration
+	listedAt    time.Time
 	requestHash []byte
+}
+
+// ResumeInOlderThan is ResumeIn for a Resume given ResumeOlderThan(age):
+// how long after the list was read such a Resume takes the request, the
+// later of the moment the request is age old, by the Store's clock, and
+// the end of its lease and back-off, by the database's. 0 or less when it
+// would take it then. A service that resumes with another age than
+// DefaultResumeAge asks with its own, as idem unfinished -resume-age does.
+func (u Unfinished) ResumeInOlderThan(age time.Duration) time.Duration {
+	return max(u.heldFor, u.CreatedAt.Add(age).Sub(u.listedAt))
 }
 
 // Unfinished lists, oldest first, at most limit multi-step requests that
@@ -67,7 +85,8 @@ func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Dur
 	case s.steps == nil:
 		return nil, fmt.Errorf("%w: %s", ErrNoSteps, s.d.Name())
 	}
-	v := &values{expiresAt: never, createdAt: s.clock().Add(-olderThan).UnixMicro(), limit: int64(limit), clockOffset: s.dbClockOffset()}
+	listedAt := s.clock()
+	v := &values{expiresAt: never, createdAt: listedAt.Add(-olderThan).UnixMicro(), limit: int64(limit), clockOffset: s.dbClockOffset()}
 	st := s.steps.unfinished
 	if resumable {
 		st = s.steps.resumable
@@ -89,7 +108,8 @@ func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Dur
 		u.Shard = s.scannedShard(u.Shard)
 		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
 		u.LeaseLeft = time.Duration(lease-now) * time.Microsecond
-		u.ResumeIn = time.Duration(lease+backoff-now) * time.Microsecond
+		u.heldFor, u.listedAt = time.Duration(lease+backoff-now)*time.Microsecond, listedAt
+		u.ResumeIn = u.ResumeInOlderThan(DefaultResumeAge)
 		list = append(list, u)
 		return nil
 	})
@@ -129,6 +149,7 @@ type resumeConfig struct {
 
 // ResumeOlderThan makes Resume take only the requests unfinished for at
 // least d, by the Store's clock. The default is DefaultResumeAge.
+// Unfinished.ResumeInOlderThan(d) says when such a Resume takes a request.
 func ResumeOlderThan(d time.Duration) ResumeOption {
 	return func(c *resumeConfig) error {
 		if d < 0 {

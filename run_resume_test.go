@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,7 +178,8 @@ func TestResumerCompensates(t *testing.T) {
 // one waiting: Resume that fails to finish a request backs it off, in
 // its record, so that the next Resume, by another Store as after a restart,
 // takes the others. The back-off starts at 10 seconds and doubles with each
-// failure; Unfinished shows it.
+// failure; Unfinished shows it, in ResumeInOlderThan of the age that
+// Resume is given.
 func TestResumerNotStarved(t *testing.T) {
 	forEachRunTarget(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
@@ -210,8 +212,9 @@ func TestResumerNotStarved(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, u := range list {
-				if strings.HasPrefix(u.Key, "failing-") && (u.ResumeIn <= least || u.ResumeIn > most || u.LeaseLeft > 0) {
-					t.Errorf("%s: resumed in %v with %v of lease left, want a back-off of %v to %v", u.Key, u.ResumeIn, u.LeaseLeft, least, most)
+				in := u.ResumeInOlderThan(time.Nanosecond) // the age that resume gives
+				if strings.HasPrefix(u.Key, "failing-") && (in <= least || in > most || u.LeaseLeft > 0) {
+					t.Errorf("%s: resumed in %v with %v of lease left, want a back-off of %v to %v", u.Key, in, u.LeaseLeft, least, most)
 				}
 			}
 		}
@@ -233,5 +236,94 @@ func TestResumerNotStarved(t *testing.T) {
 		resume(idem.ResumeReport{Failed: 1})
 		resume(idem.ResumeReport{})
 		backedOff(18*time.Second, 20*time.Second)
+	})
+}
+
+// TestResumeInIsWhenResumeTakes resumes at the moment that ResumeIn names,
+// and a microsecond before it. A request listed while younger than
+// DefaultResumeAge has the rest of that age as its ResumeIn: Resume with
+// its defaults leaves it alone until then, and takes it at that moment, by
+// the Store's clock, which the test holds still. ResumeInOlderThan names
+// the moment of a Resume given ResumeOlderThan alike. A request that
+// Resume failed to finish, listed once old enough, has its back-off left,
+// by the database's clock, as its ResumeIn unless a longer age is asked
+// for, and Resume takes it once that has passed.
+func TestResumeInIsWhenResumeTakes(t *testing.T) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		// The Store's clock stands still but when the test moves it; the
+		// database's, which leases and back-offs run on, moves by as much.
+		var storeNow, dbAhead atomic.Int64
+		storeNow.Store(time.Now().UnixMicro())
+		clock := idem.WithClock(func() time.Time { return time.UnixMicro(storeNow.Load()) })
+		advance := func(d time.Duration) {
+			storeNow.Add(d.Microseconds())
+			dbAhead.Add(int64(d))
+		}
+		e := setup(t, tg, clock, leaseClock(func() time.Duration { return time.Duration(dbAhead.Load()) }))
+		down := errors.New("provider still unreachable")
+		failing := false
+		steps := func(_ context.Context, key string) ([]idem.Step, error) {
+			o := &order{e: e, key: key}
+			if failing {
+				o.charge = func(context.Context, string) error { return down }
+			}
+			return o.steps(), nil
+		}
+		resume := func(what string, want idem.ResumeReport, options ...idem.ResumeOption) {
+			t.Helper()
+			rep, err := e.Store.Resume(ctx, e.DB, nil, steps, options...)
+			if rep != want || (want.Failed > 0) != errors.Is(err, down) {
+				t.Fatalf("Resume %s: %+v, %v; want %+v", what, rep, err, want)
+			}
+		}
+		listed := func(key string) idem.Unfinished {
+			t.Helper()
+			list, err := e.Store.Unfinished(ctx, e.DB, 0, 10)
+			if err != nil || len(list) != 1 || list[0].Key != key {
+				t.Fatalf("Unfinished: %+v, %v; want %s alone", list, err, key)
+			}
+			return list[0]
+		}
+
+		// A Resume given an age of its own.
+		leaveUnfinished(t, &order{e: e, key: "order-a"})
+		advance(10 * time.Second)
+		u := listed("order-a")
+		if in := u.ResumeInOlderThan(30 * time.Second); in != 20*time.Second {
+			t.Fatalf("ResumeInOlderThan(30s) of a request 10s old: %v, want 20s", in)
+		}
+		advance(20*time.Second - time.Microsecond)
+		resume("a microsecond before ResumeInOlderThan(30s)", idem.ResumeReport{}, idem.ResumeOlderThan(30*time.Second))
+		advance(time.Microsecond)
+		resume("at ResumeInOlderThan(30s)", idem.ResumeReport{Finished: 1}, idem.ResumeOlderThan(30*time.Second))
+
+		// Resume with its defaults.
+		leaveUnfinished(t, &order{e: e, key: "order-b"})
+		advance(10 * time.Second)
+		u = listed("order-b")
+		if want := idem.DefaultResumeAge - 10*time.Second; u.ResumeIn != want || u.LeaseLeft > 0 {
+			t.Fatalf("a request 10s old whose lease ran out: ResumeIn %v, LeaseLeft %v; want ResumeIn %v", u.ResumeIn, u.LeaseLeft, want)
+		}
+		advance(u.ResumeIn - time.Microsecond)
+		resume("a microsecond before ResumeIn", idem.ResumeReport{})
+		advance(time.Microsecond)
+		resume("at ResumeIn", idem.ResumeReport{Finished: 1})
+
+		// After a failure, the back-off.
+		leaveUnfinished(t, &order{e: e, key: "order-c"})
+		advance(idem.DefaultResumeAge)
+		failing = true
+		resume("with the provider down", idem.ResumeReport{Failed: 1})
+		failing = false
+		u = listed("order-c")
+		if u.ResumeIn <= 0 || u.ResumeIn > 10*time.Second {
+			t.Fatalf("a request DefaultResumeAge old, backed off once: ResumeIn %v, want the back-off left, up to 10s", u.ResumeIn)
+		}
+		if in := u.ResumeInOlderThan(2 * idem.DefaultResumeAge); in != idem.DefaultResumeAge {
+			t.Errorf("ResumeInOlderThan(%v) of a request %v old, backed off for less: %v, want %v", 2*idem.DefaultResumeAge, idem.DefaultResumeAge, in, idem.DefaultResumeAge)
+		}
+		advance(u.ResumeIn)
+		resume("at ResumeIn, past the back-off", idem.ResumeReport{Finished: 1})
 	})
 }

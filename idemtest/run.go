@@ -163,7 +163,7 @@ func testResume(t *testing.T, s *suite) {
 		t.Fatalf("Resume during the back-off: %+v, %v, want nothing done", rep, err)
 	}
 	list, err := e.store.Unfinished(context.Background(), e.db, 0, 10)
-	if err != nil || len(list) != 1 || list[0].ResumeIn <= 0 {
+	if err != nil || len(list) != 1 || list[0].ResumeInOlderThan(0) <= 0 {
 		t.Fatalf("unfinished %+v, %v: want one request backed off", list, err)
 	}
 	// Past the back-off, on the database's clock, it is resumed.

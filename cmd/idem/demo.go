@@ -39,6 +39,12 @@ in tables of its own, -table and -orders, which it creates if needed and
 leaves in place; each run uses fresh keys, so it can run again. Demo never
 reads IDEM_DSN, so that it cannot write to a database you did not name.
 
+Exit status:
+  0  every key has exactly one order
+  1  a key has none or more than one, or an error: the database
+     unreachable
+  2  bad command line
+
 Example:
   go run ./cmd/idem demo
   idem demo -dsn 'postgres://me@localhost/scratch?sslmode=disable'

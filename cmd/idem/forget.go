@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 
 	"github.com/idemgo/idem"
 )
 
-const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE] [-shard-column TYPE -shard VALUE] [flags]
+const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE | -single-client] [-shard-column TYPE -shard VALUE] [flags]
 
 Forget deletes the record of a finished key before its retention window
 ends, so that the key may be sent again: the next request with it runs as a
@@ -25,9 +23,7 @@ own, and only once the first request's answer has reached the client: a
 retry of the first request that arrives after forget runs again, and does
 its work a second time. idem inspect shows the record that forget deletes.
 
-A key that came through idemhttp with a scope is stored under
-idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
-key as the client sent it, as for idem inspect.
+` + scopeHelp + `
 
 Forget refuses a key that a live request holds: a transaction, or a
 multi-step request whose lease has not run out (idem unfinished shows it),
@@ -36,14 +32,19 @@ that no one holds: that is for idem settle or idem release, once you know
 what its request did. On SQLite it waits for the database's write lock, up
 to the busy timeout, and then gives up the same way.
 
-Exit status: 0 forgotten, 3 no live record for the key, 6 a live request
-holds the key or the database is busy (try again later), 8 the key's request
-has not finished (nothing forgotten: settle or release it), 2 bad command
-line, 1 on error.
+Exit status:
+  0  forgotten
+  1  an error: the database unreachable, the table missing
+  2  bad command line
+  3  no live record for the key
+  6  a live request holds the key, or the database is busy: try again later
+  8  the key's request has not finished: nothing forgotten; settle or
+     release it
 
 Example:
   idem forget -dsn 'postgres://ops@db.internal/shop' -key order-7f3a
   idem forget -dsn 'postgres://ops@db.internal/shop' -scope acct_42 -key order-7f3a
+  idem forget -dsn 'postgres://ops@db.internal/shop' -single-client -key order-7f3a
 `
 
 func runForget(ctx context.Context, e *env, args []string) error {
@@ -71,11 +72,7 @@ func runForget(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 
 	if err := store.Forget(ctx, db, key); err != nil {
-		if errors.Is(err, idem.ErrKeyUnfinished) {
-			return &exitCodeError{code: exitUnfinished, err: fmt.Errorf(
-				"key %s has not finished, and no live request holds it: nothing forgotten; find out what its request did, then settle it (idem settle -h) or release it (idem release -h)", k.name())}
-		}
-		return stuckError(d, &k, "forget", err)
+		return refused(d, &k, "forget", err, refuseUnfinished)
 	}
 	w := e.stdout
 	k.writeKey(w, key)

@@ -54,14 +54,14 @@ func TestForget(t *testing.T) {
 
 		t.Run("NotFound", func(t *testing.T) {
 			wantError(t, forget(t, "-key", "never-sent"), exitNotFound,
-				`idem: no live record for key "never-sent": it was never committed, it expired, or it was purged; nothing to forget (check -key and -scope)`)
+				`idem: no live record for key "never-sent": it was never committed, it expired, or it was purged; nothing to forget (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 		})
 
 		t.Run("Scoped", func(t *testing.T) {
 			stored := idemhttp.StoredKey("acct_42", "order-9")
 			tb.put(t, store, stored, idem.Response{Status: 201})
 			wantError(t, forget(t, "-key", "order-9"), exitNotFound,
-				`idem: no live record for key "order-9": it was never committed, it expired, or it was purged; nothing to forget (check -key and -scope)`)
+				`idem: no live record for key "order-9": it was never committed, it expired, or it was purged; nothing to forget (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 			lookup(t, stored, idem.Replay)
 			r := forget(t, "-scope", "acct_42", "-key", "order-9")
 			r.wantCode(t, exitOK)

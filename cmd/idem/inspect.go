@@ -11,13 +11,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/idemgo/idem"
 )
 
-const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE] [-shard-column TYPE -shard VALUE] [flags]
+const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE | -single-client] [-shard-column TYPE -shard VALUE] [flags]
 
 Inspect shows what the table holds for one idempotency key, to answer a
 customer who asks whether a request went through.
@@ -44,15 +43,19 @@ With the state come when the key was claimed and when it expires, and the
 stored status, header and body. A body that is printable UTF-8 is shown, up
 to -max bytes unless -full is given; a binary body is only measured.
 
-A key that came through idemhttp with a scope is stored under
-idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
-key as the client sent it.
+` + scopeHelp + `
 
-Exit status: 0 finished, in flight or unfinished, 3 not found, 4 corrupt, 1 on error.
+Exit status:
+  0  finished, in flight or unfinished
+  1  an error: the database unreachable, the table missing
+  2  bad command line
+  3  not found
+  4  corrupt
 
 Example:
   idem inspect -dsn 'postgres://support@db.internal/shop' -key order-7f3a
   idem inspect -dsn 'postgres://support@db.internal/shop' -scope acct_42 -key order-7f3a
+  idem inspect -dsn 'postgres://support@db.internal/shop' -single-client -key order-7f3a
 `
 
 // defaultBodyBytes is how much of a body inspect shows unless told
@@ -96,6 +99,9 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 	case errors.Is(err, idem.ErrNotFound):
 		line(w, "state", "not found: no live record for this key")
 		line(w, "", "it was never committed, or it expired, or a transaction holding it has not committed yet")
+		if !k.scope.set && !k.single {
+			line(w, "", "a key that came through idemhttp or idemgrpc needs -scope or -single-client (idem inspect -h)")
+		}
 		// An expired record that is still in the table answers the
 		// customer's question too: the request did run, long ago.
 		if raw, rerr := readRecord(ctx, store, db, key); rerr == nil && raw != nil {
@@ -105,7 +111,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		}
 		return &exitCodeError{code: exitNotFound}
 	case errors.Is(err, idem.ErrCorruptRecord):
-		line(w, "state", "corrupt: "+strings.TrimPrefix(err.Error(), "idem: "))
+		line(w, "state", "corrupt: "+cause(err))
 		if raw, rerr := readRecord(ctx, store, db, key); rerr == nil && raw != nil {
 			times(w, raw.created, raw.expires, now)
 			if raw.status.Valid {

@@ -60,7 +60,8 @@ func TestInspect(t *testing.T) {
 			equalLines(t, r.stdout,
 				`key      "never-sent"`,
 				`state    not found: no live record for this key`,
-				`         it was never committed, or it expired, or a transaction holding it has not committed yet`)
+				`         it was never committed, or it expired, or a transaction holding it has not committed yet`,
+				`         a key that came through idemhttp or idemgrpc needs -scope or -single-client (idem inspect -h)`)
 		})
 
 		t.Run("Expired", func(t *testing.T) {
@@ -72,6 +73,7 @@ func TestInspect(t *testing.T) {
 				`key      "order-0"`,
 				`state    not found: no live record for this key`,
 				`         it was never committed, or it expired, or a transaction holding it has not committed yet`,
+				`         a key that came through idemhttp or idemgrpc needs -scope or -single-client (idem inspect -h)`,
 				`         an expired record waits for purge: created 2025-03-02 05:06:07.123456 UTC, expired 2025-03-03 05:06:07.123456 UTC (24h3m ago);`,
 				`         it no longer counts, and a request with this key runs as a new one`)
 		})

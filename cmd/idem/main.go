@@ -198,11 +198,26 @@ release, forget and unfinished:
             release and forget then need -shard, the record's shard value
   -driver   %s
 
-Exit status: 0 done, 1 failed, 2 bad command line, 3 inspect, settle or
-release found no record, 4 inspect found a corrupt record, 5 settle or
-release found the key finished, 6 a live request holds the key or the
-database is busy: try settle or release again later, 7 release found a
-multi-step request past its first phase (see idem release -h).
+The commands that take a key, inspect, settle, release and forget, take it
+with -key, as the client sent it; with -scope SCOPE for a key that came
+through idemhttp or idemgrpc made with WithScope, or with -single-client for
+one made with WithSingleClient.
+
+Exit status, the same for every command that returns it:
+  0  done
+  1  failed: the database unreachable, the table missing, and the like
+  2  bad command line: unknown command, bad flag, missing -dsn
+  3  inspect, settle, release, forget: no live record for the key
+  4  inspect: the key's record does not match its checksum
+  5  settle, release: the key's request has finished
+  6  settle, release, forget: a live request holds the key, or the
+     database is busy: try again later
+  7  release: a multi-step request past its first phase, without
+     -phases-undone (see idem release -h)
+  8  forget: the key's request has not finished, and no live request holds
+     it: settle or release it
+Scripts may rely on them. Run the command as go build or go install makes
+it: go run ends with status 1 whenever the command does not end with 0.
 
 Run 'idem COMMAND -h' for a command's flags and an example.
 `, dialectNames(), dialectHelp("              "), driverHelp())

@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+// TestMain removes the command that runBuilt built, if a test built it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	r := runCmd(t, "-h")
@@ -52,6 +61,10 @@ func TestCommandHelp(t *testing.T) {
 			takesKey := strings.Contains(r.stdout, "\n  -key ")
 			if says := strings.Contains(r.stdout, keyHelp); takesKey != says {
 				t.Errorf("idem %s: takes -key %v, but its help explains it %v", strings.Join(args, " "), takesKey, says)
+			}
+			// And they say which flag reaches a key of which adapter.
+			if says := strings.Contains(r.stdout, scopeHelp); takesKey != says {
+				t.Errorf("idem %s: takes -key %v, but its help explains -scope and -single-client %v", strings.Join(args, " "), takesKey, says)
 			}
 		}
 	}

@@ -20,6 +20,11 @@ column to a table that is there already.
 
 For SQLite, migrate creates the database file if it is missing.
 
+Exit status:
+  0  the table and its index are there
+  1  an error: the database unreachable, a statement refused
+  2  bad command line
+
 Example:
   IDEM_DSN='postgres://app@db.internal/shop' idem migrate
   idem migrate -dsn 'app:secret@tcp(db.internal:3306)/shop' -table billing_keys

@@ -27,6 +27,12 @@ records are gone. At the end, a summary says how many were deleted, in how
 long. Interrupted (Ctrl-C), it stops at once, undoing only the batch at
 hand, and says how many it had deleted.
 
+Exit status:
+  0  every expired record deleted
+  1  an error, or interrupted: the database unreachable, the table missing;
+     what was deleted before stays deleted, and the next run goes on
+  2  bad command line
+
 Example:
   IDEM_DSN='postgres://ops@db.internal/shop' idem purge -batch 5000
 `

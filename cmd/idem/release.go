@@ -7,7 +7,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE] -no-effect [-phases-undone]
+const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE | -single-client] -no-effect [-phases-undone]
                     [-shard-column TYPE -shard VALUE] [flags]
 
 Release deletes the record of a key left unfinished, so that the next
@@ -29,9 +29,7 @@ prevent: the client's retry runs again and places a second order. Settle
 such a key with its response instead (idem settle -h). Release refuses to
 run without -no-effect, which says that you have checked.
 
-A key that came through idemhttp with a scope is stored under
-idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
-key as the client sent it, as for idem inspect.
+` + scopeHelp + `
 
 Release refuses a key that a live request holds, and a finished key, as
 settle does. A multi-step request (idem unfinished lists them) is live while
@@ -44,15 +42,20 @@ calls may have reached other systems. Release refuses it, since the retry
 would run those phases again. Settle it instead, or, once you have undone
 what its committed phases and calls did, release it with -phases-undone.
 
-Exit status: 0 released, 3 no live record for the key, 5 the key's request
-has finished (nothing to release), 6 a live request holds the key or the
-database is busy (try again later), 7 a multi-step request past its first
-phase, without -phases-undone (nothing released), 2 bad command line or no
--no-effect, 1 on error.
+Exit status:
+  0  released
+  1  an error: the database unreachable, the table missing
+  2  bad command line, or no -no-effect
+  3  no live record for the key
+  5  the key's request has finished: nothing to release
+  6  a live request holds the key, or the database is busy: try again later
+  7  a multi-step request past its first phase, without -phases-undone:
+     nothing released
 
 Example:
   idem release -dsn 'postgres://ops@db.internal/shop' -key order-7f3a -no-effect
   idem release -dsn 'postgres://ops@db.internal/shop' -scope acct_42 -key order-7f3a -no-effect
+  idem release -dsn 'postgres://ops@db.internal/shop' -single-client -key order-7f3a -no-effect
 `
 
 func runRelease(ctx context.Context, e *env, args []string) error {
@@ -91,7 +94,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		release = store.ReleaseUndone
 	}
 	if err := release(ctx, db, key); err != nil {
-		return stuckError(d, &k, "release", err)
+		return refused(d, &k, "release", err, refuseFinished, refusePhases)
 	}
 	w := e.stdout
 	k.writeKey(w, key)

@@ -59,7 +59,7 @@ func TestRelease(t *testing.T) {
 
 		t.Run("NotFound", func(t *testing.T) {
 			wantError(t, release(t, "-key", "never-sent", "-no-effect"), exitNotFound,
-				`idem: no live record for key "never-sent": it was never committed, it expired, or it was purged; nothing to release (check -key and -scope)`)
+				`idem: no live record for key "never-sent": it was never committed, it expired, or it was purged; nothing to release (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 		})
 
 		t.Run("Finished", func(t *testing.T) {
@@ -75,7 +75,7 @@ func TestRelease(t *testing.T) {
 			stored := idemhttp.StoredKey("acct_42", "order-9")
 			fx.stuck(t, store, stored, false)
 			wantError(t, release(t, "-key", "order-9", "-no-effect"), exitNotFound,
-				`idem: no live record for key "order-9": it was never committed, it expired, or it was purged; nothing to release (check -key and -scope)`)
+				`idem: no live record for key "order-9": it was never committed, it expired, or it was purged; nothing to release (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 			inFlight(t, stored)
 			r := release(t, "-scope", "acct_42", "-key", "order-9", "-no-effect")
 			r.wantCode(t, exitOK)

@@ -22,6 +22,11 @@ With -shard-column, the table has a shard column, shard_key of that SQL
 type, and the primary key (shard_key, key): the table of a Store made with
 idem.WithShardColumn of the same type (docs/scaling.md).
 
+Exit status:
+  0  printed
+  1  an error: the statements could not be written
+  2  bad command line: no dialect, a bad -table or -shard-column
+
 Example:
   idem schema -dialect postgres > migrations/00042_idempotency_keys.up.sql
   idem schema -dialect mysql -table idem_keys -shard-column BIGINT

@@ -12,11 +12,10 @@ import (
 	"strings"
 
 	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/codec"
 )
 
-const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE] -status N [-header 'Name: value' ...]
+const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE | -single-client] -status N [-header 'Name: value' ...]
                    [-body TEXT | -body-file PATH] [-retention D]
                    [-shard-column TYPE -shard VALUE] [flags]
 
@@ -41,9 +40,7 @@ then replays it, byte for byte, and does not run again; a different request
 with the key is still refused as a mismatch. If the effect did not happen,
 run idem release -no-effect instead.
 
-A key that came through idemhttp with a scope is stored under
-idemhttp.StoredKey(scope, key): give the client's scope with -scope and the
-key as the client sent it, as for idem inspect.
+` + scopeHelp + `
 
 A multi-step request (idem unfinished lists them) that its runner left for
 good, and that Resume cannot finish, is settled the same way, with the
@@ -58,15 +55,21 @@ between its steps as well as inside one. That request is still running, and
 will finish or give up by itself. On SQLite it waits for the database's
 write lock, up to the busy timeout, and then gives up the same way.
 
-Exit status: 0 settled, 3 no live record for the key, 5 the key's request
-has finished (nothing to settle), 6 a live request holds the key or the
-database is busy (try again later), 2 bad command line, 1 on error.
+Exit status:
+  0  settled
+  1  an error: the database unreachable, the table missing, -body-file
+     unreadable
+  2  bad command line
+  3  no live record for the key
+  5  the key's request has finished: nothing to settle
+  6  a live request holds the key, or the database is busy: try again later
 
 Example:
   idem settle -dsn 'postgres://ops@db.internal/shop' -key order-7f3a -status 201 \
       -header 'Content-Type: application/json' -body '{"order":7}'
   idem settle -dsn 'postgres://ops@db.internal/shop' -scope acct_42 -key order-7f3a \
       -status 201 -body-file order-7.json
+  idem settle -dsn 'postgres://ops@db.internal/shop' -single-client -key order-7f3a -status 201
 `
 
 func runSettle(ctx context.Context, e *env, args []string) error {
@@ -125,7 +128,7 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	defer db.Close()
 
 	if err := store.Settle(ctx, db, key, resp); err != nil {
-		return stuckError(d, &k, "settle", err)
+		return refused(d, &k, "settle", err, refuseFinished)
 	}
 	w := e.stdout
 	k.writeKey(w, key)
@@ -134,31 +137,6 @@ func runSettle(ctx context.Context, e *env, args []string) error {
 	writeHeader(w, resp.Header)
 	line(w, "size", fmt.Sprintf("header %d bytes, body %d bytes", len(codec.EncodeHeader(resp.Header)), len(resp.Body)))
 	return nil
-}
-
-// stuckError turns an error of Settle, the releases or Forget into one line
-// that says what it means for the key and what to do, with its exit status.
-func stuckError(d *database, k *keyFlags, op string, err error) error {
-	switch {
-	case errors.Is(err, idem.ErrNotFound):
-		return &exitCodeError{code: exitNotFound, err: fmt.Errorf(
-			"no live record for key %s: it was never committed, it expired, or it was purged; nothing to %s (check -key and -scope)", k.name(), op)}
-	case errors.Is(err, idem.ErrKeyFinished):
-		return &exitCodeError{code: exitFinished, err: fmt.Errorf(
-			"key %s has finished: retries get its stored response (idem inspect shows it), and there is nothing to %s", k.name(), op)}
-	case errors.Is(err, idem.ErrKeyHeld):
-		return &exitCodeError{code: exitHeld, err: fmt.Errorf(
-			"a live request holds key %s: it is still running, and will finish or give up by itself; try again later (%s)", k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
-	case errors.Is(err, idem.ErrPhasesCommitted):
-		return &exitCodeError{code: exitPhases, err: fmt.Errorf(
-			"key %s is a multi-step request that has committed phases, whose effects exist: nothing released; settle it, or undo what its phases and calls did and release it with -phases-undone (%s)", k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
-	case d.dialect.Classify(err) == dialect.ErrorRetry:
-		// On SQLite, a transaction that holds the key holds the whole
-		// database's write lock, and BEGIN gives up after the busy timeout.
-		return &exitCodeError{code: exitHeld, err: fmt.Errorf(
-			"the %s database is busy, perhaps with the request that holds key %s; try again later (%s)", d.dialect.Name(), k.name(), strings.TrimPrefix(err.Error(), "idem: "))}
-	}
-	return err
 }
 
 // headerFlag collects the -header lines of a response.

@@ -203,7 +203,7 @@ func TestSettle(t *testing.T) {
 
 		t.Run("NotFound", func(t *testing.T) {
 			wantError(t, settle(t, "-key", "never-sent", "-status", "201"), exitNotFound,
-				`idem: no live record for key "never-sent": it was never committed, it expired, or it was purged; nothing to settle (check -key and -scope)`)
+				`idem: no live record for key "never-sent": it was never committed, it expired, or it was purged; nothing to settle (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 			if _, err := store.Lookup(context.Background(), tb.db, "never-sent"); !errors.Is(err, idem.ErrNotFound) {
 				t.Errorf("settle of a missing key left a record: %v", err)
 			}
@@ -213,9 +213,9 @@ func TestSettle(t *testing.T) {
 			stored := idemhttp.StoredKey("acct_42", "order-9")
 			fx.stuck(t, store, stored, true)
 			wantError(t, settle(t, "-key", "order-9", "-status", "201"), exitNotFound,
-				`idem: no live record for key "order-9": it was never committed, it expired, or it was purged; nothing to settle (check -key and -scope)`)
+				`idem: no live record for key "order-9": it was never committed, it expired, or it was purged; nothing to settle (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 			wantError(t, settle(t, "-scope", "acct_43", "-key", "order-9", "-status", "201"), exitNotFound,
-				`idem: no live record for key "order-9" in scope "acct_43": it was never committed, it expired, or it was purged; nothing to settle (check -key and -scope)`)
+				`idem: no live record for key "order-9" in scope "acct_43": it was never committed, it expired, or it was purged; nothing to settle (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 			r := settle(t, "-scope", "acct_42", "-key", "order-9", "-status", "201", "-body", `{"order":9}`)
 			r.wantCode(t, exitOK)
 			if !strings.HasPrefix(r.stdout, `key      "`+stored+`"`+"\n") {

@@ -20,20 +20,6 @@ it is bound as the text given. -shard without -shard-column is refused, as
 is -shard-column without -shard: the same key may be stored for many shard
 values, and the command changes or shows one record.`
 
-// shardFlag is the -shard flag, which records whether it was given, since
-// an empty string is a shard value of a text column like any other.
-type shardFlag struct {
-	value string
-	set   bool
-}
-
-func (s *shardFlag) String() string { return s.value }
-
-func (s *shardFlag) Set(v string) error {
-	s.value, s.set = v, true
-	return nil
-}
-
 // integerTypes are the first words of the SQL types whose shard values the
 // command binds as an int64: the integer types of the built-in dialects'
 // databases, which a driver may refuse, or the database compare as text,

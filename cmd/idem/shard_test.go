@@ -36,7 +36,7 @@ func TestShardValue(t *testing.T) {
 		{"interval", "1", "1"},
 		{"bigserialish", "1", "1"},
 	} {
-		k := keyFlags{shard: shardFlag{value: c.value, set: true}}
+		k := keyFlags{shard: givenFlag{value: c.value, set: true}}
 		got, err := k.shardValue("forget", c.typ)
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("-shard-column %s -shard %q: %#v, %v; want %#v", c.typ, c.value, got, err, c.want)
@@ -244,7 +244,7 @@ func shardColumnCommands(t *testing.T, tb *testDB) {
 				t.Errorf("customer 10's record after forget -shard 1: %v, %v; want it kept", res.Response.Status, err)
 			}
 			wantError(t, cmd(t, "forget", "-key", "order-2", "-shard", "1"), exitNotFound,
-				`idem: no live record for key "order-2" of shard 1: it was never committed, it expired, or it was purged; nothing to forget (check -key and -scope)`)
+				`idem: no live record for key "order-2" of shard 1: it was never committed, it expired, or it was purged; nothing to forget (check -key, and -scope or -single-client for a key that came through idemhttp or idemgrpc)`)
 		})
 
 		t.Run("SettleRelease", func(t *testing.T) {

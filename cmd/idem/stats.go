@@ -36,6 +36,11 @@ every shard value.
 Counting reads every row, as count(*) does: on a table of many millions of
 keys it takes a while, and it is best run against a replica.
 
+Exit status:
+  0  reported
+  1  an error: the database unreachable, the table missing
+  2  bad command line
+
 Example:
   idem stats -dsn 'postgres://ops@db.internal/shop'
 `

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,6 +230,67 @@ func runWith(t *testing.T, e *env, args ...string) result {
 func runCmd(t *testing.T, args ...string) result {
 	t.Helper()
 	return runWith(t, testEnv(time.Now()), args...)
+}
+
+// The command as go build makes it, for the tests that run it as an
+// operator does, whose exit status is the process's own. It is built once,
+// by the first test that runs it, in binDir, which TestMain removes.
+var (
+	binDir string
+	built  = sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "idem-cmd-test")
+		if err != nil {
+			return "", err
+		}
+		binDir = dir
+		bin := filepath.Join(dir, "idem")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build: %v\n%s", err, out)
+		}
+		return bin, nil
+	})
+)
+
+// builtCommand returns the built command, built first if no test has
+// built it yet. A machine without the go command skips the test.
+func builtCommand(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go command to build idem with: %v", err)
+	}
+	bin, err := built()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// runBuilt runs the built command with args, in the test's environment
+// without IDEM_DSN and IDEM_DIALECT, as runWith runs it in process.
+func runBuilt(t *testing.T, args ...string) result {
+	t.Helper()
+	bin := builtCommand(t)
+	cmd := exec.Command(bin, args...)
+	for _, v := range os.Environ() {
+		if !strings.HasPrefix(v, envDSN+"=") && !strings.HasPrefix(v, envDialect+"=") {
+			cmd.Env = append(cmd.Env, v)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run %s: %v", bin, err)
+	}
+	r := result{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+	if r.code < 0 {
+		t.Fatalf("idem %s: %v", strings.Join(args, " "), cmd.ProcessState)
+	}
+	if testing.Verbose() {
+		t.Logf("idem %s (built): exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
 }
 
 // wantCode fails the test unless r exited with code.

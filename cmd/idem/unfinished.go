@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-shard-column TYPE] [flags]
+const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-resume-age D] [-shard-column TYPE] [flags]
 
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
@@ -19,9 +19,16 @@ committed (its recovery point; "-" when none has committed yet), when it
 began, its lease, and when the service's Resume takes it. A request whose
 lease is held has a runner at work; a request whose lease has run out waits
 for its client's retry or for Resume, which resumes it after its
-recovery point. After Resume failed to finish a request, it backs off:
-10 seconds, then twice as long after each failure, up to 15 minutes. Leases
-and back-offs are by the database's clock.
+recovery point.
+
+Resume takes a request once it is old enough, a minute unless the service
+gives Resume another age with idem.ResumeOlderThan: give that age with
+-resume-age, and RESUMER says when the service's Resume takes each request
+("takes it next": the next time it runs). Resume leaves a request alone
+while its lease runs, too, and after it failed to finish the request it
+backs off: 10 seconds, then twice as long after each failure, up to 15
+minutes. Ages are by this machine's clock, leases and back-offs by the
+database's.
 
 -age leaves out the requests younger than it; -limit says how many to show.
 
@@ -30,8 +37,14 @@ column comes first, each request's shard value (an integer column's as its
 digits, any other quoted as keys are), which settle, release and forget
 take with -shard.
 
+Exit status:
+  0  listed, also when there is none
+  1  an error: the database unreachable, the table missing
+  2  bad command line
+
 Example:
   IDEM_DSN='postgres://ops@db.internal/shop' idem unfinished -age 5m
+  IDEM_DSN='postgres://ops@db.internal/shop' idem unfinished -resume-age 10s
 `
 
 // defaultUnfinishedLimit is a screenful.
@@ -44,6 +57,8 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 	f.registerShardColumn(fs)
 	age := fs.Duration("age", 0, "list only the requests at least this old")
 	limit := fs.Int("limit", defaultUnfinishedLimit, "list at most this many requests")
+	resumeAge := fs.Duration("resume-age", idem.DefaultResumeAge, "the age at which the service's Resume takes a request: its\n"+
+		"idem.ResumeOlderThan")
 	rest, err := parseFlags(e, fs, unfinishedHelp, args)
 	if err != nil {
 		return err
@@ -55,6 +70,8 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		return usageError("-limit must be positive, got %d", *limit)
 	case *age < 0:
 		return usageError("-age must not be negative, got %v", *age)
+	case *resumeAge < 0:
+		return usageError("-resume-age must not be negative, got %v", *resumeAge)
 	}
 	d, store, db, err := f.openStore(ctx, e)
 	if err != nil {
@@ -95,8 +112,8 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 			lease = "held, runs out in " + span(u.LeaseLeft)
 		}
 		resumer := "takes it next"
-		if u.ResumeIn > 0 {
-			resumer = "in " + span(u.ResumeIn)
+		if in := u.ResumeInOlderThan(*resumeAge); in > 0 {
+			resumer = "in " + span(in)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease, resumer)
 	}

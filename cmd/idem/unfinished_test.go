@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
 )
 
 // runOrder runs a request of key with store: a phase, a call, and a final
@@ -144,5 +148,67 @@ func TestSettleReleaseUnfinished(t *testing.T) {
 		if want := "expires  " + t0.Add(time.Minute+time.Hour).UTC().Format("2006-01-02 15:04:05"); !strings.Contains(r.stdout, want) {
 			t.Errorf("inspect of the settled request:\n%s\nwant %q", r.stdout, want)
 		}
+	})
+}
+
+// TestUnfinishedResumeAge runs idem unfinished, built as go build makes
+// it, on a multi-step request that idemhttp's Steps left unfinished, its
+// provider down, by a service whose clock is 20 seconds behind this
+// machine's: the request is 20 seconds old and its lease has run out.
+// Resume with its defaults takes it at a minute old, so RESUMER says in how
+// long, at most 40 seconds, and not that Resume takes it next; with
+// -resume-age, the age that the service gives ResumeOlderThan, it says when
+// that Resume takes it.
+func TestUnfinishedResumeAge(t *testing.T) {
+	forEach(t, func(t *testing.T, tb *testDB) {
+		builtCommand(t) // before the clock of the request's age starts
+		store := tb.store(t, idem.WithClock(func() time.Time { return time.Now().Add(-20 * time.Second) }))
+		fx := newEffects(t, tb)
+		mw, err := idemhttp.New(store, tb.db, nil, idemhttp.WithSingleClient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Steps(func(r *http.Request) ([]idem.Step, error) {
+			key := r.Header.Get("Idempotency-Key")
+			return []idem.Step{
+				idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error { return fx.Insert(ctx, tx, key, "placed") }),
+				idem.Call("charge", func(context.Context, string) error { return errors.New("provider unreachable") }),
+				idem.Final("confirm", func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{Status: 201}, nil }),
+			}, nil
+		})
+		req := httptest.NewRequest(http.MethodPost, "/orders", nil)
+		req.Header.Set("Idempotency-Key", "order-1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("POST /orders with the provider down: %d %s, want 503", w.Code, w.Body)
+		}
+
+		row := func(t *testing.T, more ...string) []string {
+			t.Helper()
+			r := runBuilt(t, append([]string{"unfinished"}, tb.args(more...)...)...)
+			r.wantCode(t, exitOK)
+			l := lines(r.stdout)
+			if len(l) != 2 || !strings.HasPrefix(l[1], strconv.Quote(idemhttp.StoredKey("", "order-1"))+" ") {
+				t.Fatalf("idem unfinished %s:\n%s\nwant the request of order-1 alone", strings.Join(more, " "), r.stdout)
+			}
+			return regexp.MustCompile(`  +`).Split(l[1], -1)
+		}
+		// KEY, STEP, BEGAN, LEASE, RESUMER
+		u := row(t)
+		if !strings.HasPrefix(u[3], "ran out ") {
+			t.Errorf("LEASE %q, want it run out", u[3])
+		}
+		if !regexp.MustCompile(`^in ([1-3]?\d|40)s$`).MatchString(u[4]) {
+			t.Errorf("RESUMER of a request 20s old with the default age: %q, want in 40s or less", u[4])
+		}
+		if got := row(t, "-resume-age", "10s")[4]; got != "takes it next" {
+			t.Errorf("RESUMER with -resume-age 10s: %q, want takes it next", got)
+		}
+		if got := row(t, "-resume-age", "1h")[4]; !regexp.MustCompile(`^in 59m[1-4]?\ds$`).MatchString(got) {
+			t.Errorf("RESUMER with -resume-age 1h: %q, want in 59m40s or less", got)
+		}
+		r := runBuilt(t, append([]string{"unfinished"}, tb.args("-resume-age", "-1s")...)...)
+		wantError(t, r, exitUsage, "idem: -resume-age must not be negative, got -1s")
 	})
 }
