@@ -111,7 +111,8 @@ type Result struct {
 // fn must never commit or roll back tx: the caller (or DoTx) does, after Do
 // has stored the response. If fn commits, its effect and an unfinished
 // record are committed and the key answers InFlight until an operator
-// settles it; Do detects it and returns ErrTxEnded.
+// settles it; Do and DoTx detect it and return ErrTxEnded, also when fn
+// returns an error after.
 type Func func(ctx context.Context, tx *sql.Tx) (Response, error)
 
 // Do runs fn at most once for key, in the caller's transaction tx, and
@@ -294,8 +295,8 @@ func (s *Store) abandonClaim(ctx context.Context, tx driver.Tx, v *values, cause
 		return cause
 	}
 	n, err := tx.Exec(context.WithoutCancel(ctx), s.abandon.query, s.abandon.args(v)...)
-	if errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("%w; and %w", cause, txEnded("abandon"))
+	if ended := endedUnderFn("abandon", cause, err); ended != nil {
+		return ended
 	}
 	if err == nil && n == 0 {
 		var sp *savepointError
@@ -312,10 +313,31 @@ func (s *Store) abandonClaim(ctx context.Context, tx driver.Tx, v *values, cause
 
 // afterFn is the error of a statement that Do sends after fn on tx.
 func (s *Store) afterFn(op string, err error) error {
-	if errors.Is(err, sql.ErrTxDone) {
-		return txEnded(op)
+	if ended := endedUnderFn(op, nil, err); ended != nil {
+		return ended
 	}
 	return s.wrap(op, err)
+}
+
+// endedUnderFn decides, for Do and DoTx alike and on every driver, whether
+// the transaction had ended under fn: err is the answer of op, what was
+// done to the transaction after fn (Do's completion or Abandon, DoTx's
+// completion or rollback), and cause is fn's error, nil when fn answered.
+// An err that matches sql.ErrTxDone, as database/sql answers once fn
+// committed or rolled back tx, and idempgx's transactions answer too, makes
+// it ErrTxEnded, which also matches cause, so that fn's own error is not
+// lost. It is nil otherwise; for a cause that already matches ErrTxEnded,
+// decided before; and for a conflict (ErrRetry), after which Do sends
+// nothing and so cannot tell: DoTx, whose rollback could, answers as Do
+// does, and runs the transaction again.
+func endedUnderFn(op string, cause, err error) error {
+	switch {
+	case !errors.Is(err, sql.ErrTxDone), errors.Is(cause, ErrRetry), errors.Is(cause, ErrTxEnded):
+		return nil
+	case cause == nil:
+		return txEnded(op)
+	}
+	return fmt.Errorf("%w; and %w", cause, txEnded(op))
 }
 
 // txEnded is the error of a statement sent on a transaction that

@@ -27,7 +27,10 @@ const (
 // DoTx runs Do in a transaction of its own: it begins a transaction on db
 // with opts, calls Do, commits only when the outcome is Claimed, and rolls
 // back otherwise. It always ends the transaction it began, also when fn
-// panics (the panic goes on after the rollback).
+// panics (the panic goes on after the rollback). A fn that ended the
+// transaction itself gets ErrTxEnded, as from Do: DoTx does not take its
+// own rollback, which finds the transaction ended, for one that undid the
+// claim.
 //
 // When the database reports a conflict (ErrRetry), DoTx runs the whole
 // transaction again, fn included, up to 5 attempts with growing, jittered
@@ -238,14 +241,10 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 	}
 
 	resp, err := s.runFn(ctx, v, func(ctx context.Context) (Response, error) { return fn(ctx, tx.Native()) })
-	var sp *savepointError
-	if errors.As(err, &sp) {
-		err = s.abandonClaim(ctx, tx, v, err) // did the transaction end under fn?
-	}
+	ended = true // both ways below end the transaction
 	if err != nil {
-		return Result{}, wait, err // the rollback undoes the claim
+		return Result{}, wait, fnFailedTx(ctx, s, tx, v, err)
 	}
-	ended = true // CommitAfter ends the transaction, whatever it answers
 	err = tx.CommitAfter(ctx, driver.Query{SQL: s.complete.query, Args: s.complete.args(v)})
 	var cerr *driver.CommitError
 	switch {
@@ -260,6 +259,25 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 		return res, wait, err
 	}
 	return Result{}, wait, s.afterFn("complete", err)
+}
+
+// fnFailedTx ends tx, an attempt's transaction, after fn failed with cause,
+// and returns the attempt's error. Its rollback undoes the claim, unless
+// the transaction had already ended under fn, which the rollback's answer
+// shows: endedUnderFn decides from it as it decides from Do's Abandon, so
+// that DoTx answers ErrTxEnded where Do does. After a failure of
+// Refusable's savepoint, Abandon goes first, as in Do, to tell a
+// transaction that the server ended (ErrRetry) from one that fn ended.
+func fnFailedTx[TX any](ctx context.Context, s *Store, tx driver.Owned[TX], v *values, cause error) error {
+	var sp *savepointError
+	if errors.As(cause, &sp) {
+		cause = s.abandonClaim(ctx, tx, v, cause)
+	}
+	err := tx.Rollback(context.WithoutCancel(ctx))
+	if ended := endedUnderFn("rollback", cause, err); ended != nil {
+		return ended
+	}
+	return cause
 }
 
 // retrying runs f, one transaction, again while it fails with ErrRetry, up

@@ -104,12 +104,7 @@ func (o *sqlOwned) CommitAfter(ctx context.Context, q driver.Query) error {
 
 func (o *sqlOwned) Commit(context.Context) error { return o.tx.Commit() }
 
-func (o *sqlOwned) Rollback(context.Context) error {
-	if err := o.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return err
-	}
-	return nil
-}
+func (o *sqlOwned) Rollback(context.Context) error { return o.tx.Rollback() }
 
 func rowsAffected(r sql.Result, err error) (int64, error) {
 	if err != nil {

@@ -65,11 +65,13 @@ var (
 	// ErrTxEnded is returned by Do and DoTx when the transaction had ended
 	// before Do was done with it, as database/sql knows: fn committed or
 	// rolled back tx, which a Func must never do, or database/sql rolled
-	// it back because the context given to BeginTx was done. If fn
-	// committed, its effect and an unfinished record of the key are
-	// committed, and the key answers InFlight until an operator settles or
-	// releases it (Store.Settle, Store.ReleaseWithoutEffect). The error
-	// also matches sql.ErrTxDone.
+	// it back because the context given to BeginTx was done. Both return
+	// it whatever fn returned after: its response, a refusal (Refusable),
+	// or an error, which the returned error matches too. If fn committed,
+	// its effect and an unfinished record of the key are committed, and
+	// the key answers InFlight until an operator settles or releases it
+	// (Store.Settle, Store.ReleaseWithoutEffect). The error also matches
+	// sql.ErrTxDone.
 	ErrTxEnded = errors.New("idem: transaction ended under Do")
 
 	// ErrKeyHeld is returned by Settle, ReleaseWithoutEffect,

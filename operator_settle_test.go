@@ -22,36 +22,103 @@ func (e *env) commitsItself(key string) idem.Func {
 	}
 }
 
-// TestFuncEndsTransaction shows what Do answers when fn commits or rolls
-// back the transaction itself: an error that names the cause, never Claimed.
+// errFunc is the error of a Func that ended its transaction and then
+// failed.
+var errFunc = errors.New("the Func failed after ending its transaction")
+
+// TestFuncEndsTransaction shows what Do and DoTx answer when fn commits or
+// rolls back the transaction itself, and then answers, fails, or refuses
+// through Refusable: an error that matches ErrTxEnded and sql.ErrTxDone,
+// and fn's own error where it returned one, never Claimed. A commit keeps
+// the effect and an unfinished record, which answers InFlight until an
+// operator settles it (TestSettle); after a rollback, the key runs anew.
 func TestFuncEndsTransaction(t *testing.T) {
 	f := func(t *testing.T, tg target) {
 		e := setup(t, tg)
 		ctx := context.Background()
-
-		_, err := e.Store.DoTx(ctx, e.DB, nil, "commits", hashA, e.commitsItself("commits"))
-		if !errors.Is(err, idem.ErrTxEnded) || !errors.Is(err, sql.ErrTxDone) {
-			t.Fatalf("DoTx with a Func that commits = %v, want ErrTxEnded", err)
+		ends := []struct {
+			name string
+			end  func(*sql.Tx) error
+		}{
+			{"commit", (*sql.Tx).Commit},
+			{"rollback", (*sql.Tx).Rollback},
 		}
-		// The commit kept the effect and an unfinished record: the key
-		// is stuck until an operator settles it (TestSettle).
-		if n := e.EffectCount(t, "commits"); n != 1 {
-			t.Errorf("%d effect rows, want the 1 that fn committed", n)
+		answers := []struct {
+			name string
+			fn   func(key string, end func(*sql.Tx) error) idem.Func
+			err  error // fn's own error, to be found in Do's
+		}{
+			{"answers", func(key string, end func(*sql.Tx) error) idem.Func {
+				return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					if _, err := e.Effect(key, created)(ctx, tx); err != nil {
+						return idem.Response{}, err
+					}
+					return created, end(tx)
+				}
+			}, nil},
+			{"fails", func(key string, end func(*sql.Tx) error) idem.Func {
+				return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					if _, err := e.Effect(key, created)(ctx, tx); err != nil {
+						return idem.Response{}, err
+					}
+					if err := end(tx); err != nil {
+						return idem.Response{}, err
+					}
+					return idem.Response{}, errFunc
+				}
+			}, errFunc},
+			{"refuses", func(key string, end func(*sql.Tx) error) idem.Func {
+				return idem.Refusable(func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					if _, err := e.Effect(key, created)(ctx, tx); err != nil {
+						return idem.Response{}, err
+					}
+					if err := end(tx); err != nil {
+						return idem.Response{}, err
+					}
+					return idem.Response{}, idem.Refuse(idem.Response{Status: 402})
+				})
+			}, nil},
 		}
-		res, err := e.Store.Lookup(ctx, e.DB, "commits")
-		wantOutcome(t, res, err, idem.InFlight)
-
-		rollsBack := func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			if _, err := e.Effect("rolls back", created)(ctx, tx); err != nil {
-				return idem.Response{}, err
+		calls := []struct {
+			name string
+			call func(key string, fn idem.Func) error
+		}{
+			{"Do", func(key string, fn idem.Func) error {
+				_, err := e.Store.Do(ctx, e.Begin(t, nil), key, hashA, fn)
+				return err
+			}},
+			{"DoTx", func(key string, fn idem.Func) error {
+				_, err := e.Store.DoTx(ctx, e.DB, nil, key, hashA, fn)
+				return err
+			}},
+		}
+		for _, end := range ends {
+			for _, a := range answers {
+				for _, c := range calls {
+					key := end.name + "/" + a.name + "/" + c.name
+					err := c.call(key, a.fn(key, end.end))
+					if !errors.Is(err, idem.ErrTxEnded) || !errors.Is(err, sql.ErrTxDone) {
+						t.Errorf("%s: %v, want ErrTxEnded", key, err)
+					}
+					if a.err != nil && !errors.Is(err, a.err) {
+						t.Errorf("%s: %v, want the Func's own error too", key, err)
+					}
+					if end.name == "rollback" {
+						if n := e.EffectCount(t, key); n != 0 {
+							t.Errorf("%s: %d effect rows, want none", key, n)
+						}
+						res, err := e.Store.DoTx(ctx, e.DB, nil, key, hashA, e.Effect(key, created))
+						wantOutcome(t, res, err, idem.Claimed)
+						continue
+					}
+					if n := e.EffectCount(t, key); n != 1 {
+						t.Errorf("%s: %d effect rows, want the 1 that fn committed", key, n)
+					}
+					res, err := e.Store.Lookup(ctx, e.DB, key)
+					wantOutcome(t, res, err, idem.InFlight)
+				}
 			}
-			return created, tx.Rollback()
 		}
-		if _, err := e.Store.DoTx(ctx, e.DB, nil, "rolls back", hashA, rollsBack); !errors.Is(err, idem.ErrTxEnded) {
-			t.Fatalf("DoTx with a Func that rolls back = %v, want ErrTxEnded", err)
-		}
-		res, err = e.Store.DoTx(ctx, e.DB, nil, "rolls back", hashA, e.Effect("rolls back", created))
-		wantOutcome(t, res, err, idem.Claimed)
 	}
 	forEach(t, f)
 	forEachVitess(t, f)

@@ -64,8 +64,10 @@ type Owned[TX any] interface {
 	// Commit commits the transaction, as it stands.
 	Commit(ctx context.Context) error
 
-	// Rollback ends the transaction and keeps nothing. It does nothing
-	// once the transaction has ended.
+	// Rollback ends the transaction and keeps nothing. Once the
+	// transaction has ended, it sends nothing and returns an error that
+	// matches sql.ErrTxDone: the Store tells from it that the work it
+	// protects ended the transaction itself, which that work must never do.
 	Rollback(ctx context.Context) error
 }
 

@@ -257,11 +257,11 @@ func (o *ownedTx) Commit(ctx context.Context) error {
 // pgDivisionByZero is the SQLSTATE of a completion that changed no row.
 const pgDivisionByZero = "22012"
 
+// Rollback rolls the transaction back; pgx's transaction answers
+// pgx.ErrTxClosed, without sending anything, when the Func committed or
+// rolled it back, and the error then matches sql.ErrTxDone too.
 func (o *ownedTx) Rollback(ctx context.Context) error {
 	defer o.release()
 	_ = o.ready()
-	if err := o.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return err
-	}
-	return nil
+	return closedErr(o.tx.Rollback(ctx))
 }

@@ -46,28 +46,110 @@ func TestCompletionWithoutRowCommitsNothing(t *testing.T) {
 	}
 }
 
-// TestFuncThatEndsTx commits or rolls back the transaction DoTx began, from
-// the Func, which it must not do: DoTx answers idem.ErrTxEnded.
+// errFunc is the error of a Func that ended its transaction and then
+// failed.
+var errFunc = errors.New("the Func failed after ending its transaction")
+
+// TestFuncThatEndsTx commits or rolls back the transaction of Do or DoTx
+// from the Func, which it must not do, and then answers, fails, or refuses
+// through Refusable: Do and DoTx answer idem.ErrTxEnded, with the Func's own
+// error where it returned one. A commit keeps the effect and an unfinished
+// record, which answers InFlight; after a rollback, the key runs anew.
 func TestFuncThatEndsTx(t *testing.T) {
 	e := setup(t, 2, idem.WithLookupFirst(idem.LookupNever))
 	ctx := context.Background()
-	for _, end := range []struct {
+	s := idempgx.New(e.Store)
+	ends := []struct {
 		name string
 		f    func(pgx.Tx, context.Context) error
 	}{
 		{"commit", pgx.Tx.Commit},
 		{"rollback", pgx.Tx.Rollback},
-	} {
-		key := end.name
-		_, err := idempgx.New(e.Store).DoTx(ctx, e.pool, pgx.TxOptions{}, key, hashA,
-			func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+	}
+	answers := []struct {
+		name string
+		fn   func(key string, end func(pgx.Tx, context.Context) error) idempgx.Func
+		err  error // the Func's own error, to be found in Do's
+	}{
+		{"answers", func(key string, end func(pgx.Tx, context.Context) error) idempgx.Func {
+			return func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
 				if _, err := e.effect(key, created)(ctx, tx); err != nil {
 					return idem.Response{}, err
 				}
-				return created, end.f(tx, ctx)
-			})
-		if !errors.Is(err, idem.ErrTxEnded) {
-			t.Errorf("%s: DoTx = %v, want an error that matches idem.ErrTxEnded", end.name, err)
+				return created, end(tx, ctx)
+			}
+		}, nil},
+		{"fails", func(key string, end func(pgx.Tx, context.Context) error) idempgx.Func {
+			return func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+				if _, err := e.effect(key, created)(ctx, tx); err != nil {
+					return idem.Response{}, err
+				}
+				if err := end(tx, ctx); err != nil {
+					return idem.Response{}, err
+				}
+				return idem.Response{}, errFunc
+			}
+		}, errFunc},
+		{"refuses", func(key string, end func(pgx.Tx, context.Context) error) idempgx.Func {
+			return func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+				return idempgx.Refusable(func(ctx context.Context, sp pgx.Tx) (idem.Response, error) {
+					if _, err := e.effect(key, created)(ctx, sp); err != nil {
+						return idem.Response{}, err
+					}
+					if err := end(tx, ctx); err != nil {
+						return idem.Response{}, err
+					}
+					return idem.Response{}, idem.Refuse(idem.Response{Status: 402})
+				})(ctx, tx)
+			}
+		}, nil},
+	}
+	calls := []struct {
+		name string
+		call func(key string, fn idempgx.Func) error
+	}{
+		{"Do", func(key string, fn idempgx.Func) error {
+			tx, err := e.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			_, err = s.Do(ctx, tx, key, hashA, fn)
+			return err
+		}},
+		{"DoTx", func(key string, fn idempgx.Func) error {
+			_, err := s.DoTx(ctx, e.pool, pgx.TxOptions{}, key, hashA, fn)
+			return err
+		}},
+	}
+	for _, end := range ends {
+		for _, a := range answers {
+			for _, c := range calls {
+				key := end.name + "/" + a.name + "/" + c.name
+				err := c.call(key, a.fn(key, end.f))
+				if !errors.Is(err, idem.ErrTxEnded) {
+					t.Errorf("%s: %v, want an error that matches idem.ErrTxEnded", key, err)
+				}
+				if a.err != nil && !errors.Is(err, a.err) {
+					t.Errorf("%s: %v, want the Func's own error too", key, err)
+				}
+				if end.name == "rollback" {
+					if n := e.EffectCount(t, key); n != 0 {
+						t.Errorf("%s: %d effect rows, want none", key, n)
+					}
+					res, err := s.DoTx(ctx, e.pool, pgx.TxOptions{}, key, hashA, e.effect(key, created))
+					if err != nil || res.Outcome != idem.Claimed {
+						t.Errorf("%s: DoTx afterwards = %v, %v; want Claimed", key, res.Outcome, err)
+					}
+					continue
+				}
+				if n := e.EffectCount(t, key); n != 1 {
+					t.Errorf("%s: %d effect rows, want the 1 that the Func committed", key, n)
+				}
+				if res, err := s.Lookup(ctx, e.pool, key); err != nil || res.Outcome != idem.InFlight {
+					t.Errorf("%s: Lookup = %v, %v; want InFlight", key, res.Outcome, err)
+				}
+			}
 		}
 	}
 }

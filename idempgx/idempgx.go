@@ -12,7 +12,8 @@ import (
 )
 
 // Func is the work that a key protects, as idem.Func, in a pgx transaction:
-// it writes its effect in tx, and must neither commit nor roll tx back.
+// it writes its effect in tx, and must neither commit nor roll tx back: Do
+// and DoTx answer idem.ErrTxEnded to one that does, as idem's do.
 //
 // In DoTx, which commits with a COMMIT that pgx's transaction does not see,
 // tx and every savepoint set with its Begin, at any depth, refuse each call
