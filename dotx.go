@@ -46,7 +46,11 @@ const (
 //
 // DoTx may first read the key's record outside any transaction, and answer
 // a retry of a finished request from it, as the Store's LookupPolicy says
-// (see WithLookupFirst). The read changes no outcome, only what it costs.
+// (see WithLookupFirst). The read changes no outcome, only what it costs:
+// when the transaction answers InFlight, or fails with ErrRetry after the
+// last attempt, DoTx reads the record outside it all the same, and a
+// finished record answers Replay or Mismatch, since the key may be held by
+// a transaction that only replays it.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
@@ -101,6 +105,7 @@ func (s *Store) runTx(ctx context.Context, key string, shard any, reqHash []byte
 		wait += w
 		return res, err
 	})
+	res, err = s.answerUndecided(ctx, find, key, shard, reqHash, res, err, late)
 	if err != nil {
 		res = Result{}
 	}

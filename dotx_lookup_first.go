@@ -13,9 +13,19 @@ import (
 // record is missing, held by an uncommitted transaction, unfinished or
 // expired goes on to the transaction, which decides as it would without the
 // read, and so does a key whose read fails. The read changes what an answer
-// costs, never the answer. Do, which runs in the caller's transaction, never
-// reads first. WithLookupFirst sets the policy; Store.LooksUpFirst reports
-// the current choice.
+// costs, never the answer: a transaction that finds the key held answers
+// InFlight after the lock timeout, or ErrRetry after its last attempt, and
+// DoTx then reads the record outside it, so that a finished record
+// answers whatever the policy. That matters where another transaction
+// holds a finished key only to replay it: the MySQL family's claim locks
+// the record it finds until its transaction ends, and on SQLite every open
+// transaction holds the write lock. A Store of
+// LookupNever then answers Replay after the lock timeout (on SQLite, after
+// each attempt's busy timeout), one that reads first at once
+// (TestLookupPoliciesAgreeOnHeldKey). Do, which runs in the caller's
+// transaction, never reads first, nor after: there it answers InFlight on
+// the MySQL family. WithLookupFirst sets the policy; Store.LooksUpFirst
+// reports the current choice.
 //
 // Reading first pays where retries of finished requests are a sizeable
 // share of the requests: from about two in five on loopback, where
@@ -49,15 +59,16 @@ const (
 	// it; and in a test that sets sqlmock expectations for more than 32
 	// DoTx calls on one Store, with the read expected before each BEGIN.
 	LookupAlways
-	// LookupNever never reads first: every DoTx call begins a transaction
-	// and claims the key, and a retry of a finished request is answered by
-	// the claim (BEGIN, the claim, ROLLBACK). Choose it where a new key
-	// must never cost more than its claim and its completion: under
-	// LookupAdaptive, the new keys that follow a burst of retries pay the
-	// read until the Store notices that the burst is over, up to some 20
-	// calls later. Choose it also in a test that sets sqlmock expectations
-	// or counts statements for more than 32 DoTx calls on one Store, so
-	// that the statements do not depend on the calls before.
+	// LookupNever never reads first: every DoTx call begins a transaction and
+	// claims the key, and a retry of a finished request is answered by the
+	// claim (BEGIN, the claim, ROLLBACK), or, where another transaction holds
+	// the key, by a read after the transaction waited for it in vain. Choose it
+	// where a new key must never cost more than its claim and its completion:
+	// under LookupAdaptive, the new keys that follow a burst of retries pay the
+	// read until the Store notices that the burst is over, up to some 20 calls
+	// later. Choose it also in a test that sets sqlmock expectations or counts
+	// statements for more than 32 DoTx calls on one Store, so that the
+	// statements do not depend on the calls before.
 	LookupNever
 )
 

@@ -2,11 +2,16 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestLookupFirstAdapts counts what DoTx sends on every database while a
@@ -141,5 +146,154 @@ func TestLookupFirstAdapts(t *testing.T) {
 		if never.LooksUpFirst() {
 			t.Fatal("LookupNever: looks up first after 64 retries")
 		}
+	})
+}
+
+// TestLookupPoliciesAgreeOnHeldKey asks for a key while another
+// transaction, left open, holds it, through three callers at once: DoTx on
+// a Store of LookupNever, which claims in its transaction; DoTx on one of
+// LookupAlways, which reads first; and Do in a transaction of its own. It
+// logs what each answers, on every database.
+//
+// The holder replays a finished key: on the MySQL family (TiDB in its
+// pessimistic mode) its claim locked the record, and a claim waits for it
+// in vain, and on SQLite it holds the write lock, for which a transaction
+// waits at BEGIN in vain. Both DoTx calls must answer Replay, byte for
+// byte, or Mismatch for another request hash: the record is finished and
+// committed. Do answers InFlight there, and Replay where the claim does
+// not wait for the holder (PostgreSQL, TiDB in optimistic mode); on SQLite
+// its transaction cannot begin, and it is left out.
+//
+// The holder has claimed a new key and stored its response, uncommitted:
+// every caller must answer InFlight, which on SQLite is ErrRetry for DoTx.
+// TiDB in optimistic mode is left out here: there a claim does not see the
+// holder, and the race is settled at commit (TestDialect/ConflictAtCommit).
+func TestLookupPoliciesAgreeOnHeldKey(t *testing.T) {
+	forEachPooled(t, func(t *testing.T, tg target) {
+		if tg.Family == "sqlite" {
+			// Each DoTx attempt waits the busy timeout at BEGIN, and
+			// every one of them waits in vain, since the holder ends
+			// only once all callers have answered.
+			tg = dbtest.SQLite("_txlock=immediate&_pragma=busy_timeout(50)&_pragma=journal_mode(WAL)")
+		}
+		atCommit := dialect.CapabilitiesOf(tg.Dialect).ConflictAtCommit
+		// The MySQL family waits for the holder 1 s, the rounded lock
+		// timeout; PostgreSQL 100 ms.
+		const lockTimeout = 100 * time.Millisecond
+		e := setup(t, tg, idem.WithLockTimeout(lockTimeout))
+		ctx := context.Background()
+		store := func(p idem.LookupPolicy) *idem.Store {
+			s, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLockTimeout(lockTimeout), idem.WithLookupFirst(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		never, always := store(idem.LookupNever), store(idem.LookupAlways)
+		type answer struct {
+			res idem.Result
+			err error
+		}
+		// ask runs the callers at once, each with hash, while the holder
+		// holds key, and returns their answers by name.
+		ask := func(t *testing.T, key string, hash []byte) map[string]answer {
+			callers := map[string]func() (idem.Result, error){
+				"LookupNever": func() (idem.Result, error) {
+					return never.DoTx(ctx, e.DB, nil, key, hash, mustNotRun(t))
+				},
+				"LookupAlways": func() (idem.Result, error) {
+					return always.DoTx(ctx, e.DB, nil, key, hash, mustNotRun(t))
+				},
+			}
+			if tg.Family != "sqlite" {
+				callers["Do"] = func() (idem.Result, error) {
+					tx, err := e.DB.BeginTx(ctx, nil)
+					if err != nil {
+						return idem.Result{}, err
+					}
+					defer func() { _ = tx.Rollback() }()
+					return never.Do(ctx, tx, key, hash, mustNotRun(t))
+				}
+			}
+			var (
+				mu      sync.Mutex
+				wg      sync.WaitGroup
+				answers = map[string]answer{}
+			)
+			for name, call := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := call()
+					mu.Lock()
+					answers[name] = answer{res, err}
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			for _, name := range []string{"LookupNever", "LookupAlways", "Do"} {
+				if a, ok := answers[name]; ok {
+					t.Logf("%s, hash %x…: %s answers %v, %v", key, hash[:4], name, a.res.Outcome, a.err)
+				}
+			}
+			return answers
+		}
+		want := func(t *testing.T, a answer, caller string, outcome idem.Outcome) {
+			t.Helper()
+			if a.err != nil || a.res.Outcome != outcome {
+				t.Errorf("%s answers %v, %v; want %v", caller, a.res.Outcome, a.err, outcome)
+				return
+			}
+			if outcome == idem.Replay {
+				sameResponse(t, a.res.Response, created)
+			}
+		}
+
+		t.Run("ReplayHeld", func(t *testing.T) {
+			res, err := e.Do(t, "done", hashA, e.Effect("done", created), true)
+			wantOutcome(t, res, err, idem.Claimed)
+			holder := e.Begin(t, nil)
+			res, err = e.Store.Do(ctx, holder, "done", hashA, mustNotRun(t))
+			wantOutcome(t, res, err, idem.Replay)
+			doWaits := tg.Family == "mysql" && !atCommit
+			for _, r := range []struct {
+				hash []byte
+				want idem.Outcome
+			}{{hashA, idem.Replay}, {hashB, idem.Mismatch}} {
+				answers := ask(t, "done", r.hash)
+				want(t, answers["LookupNever"], "LookupNever", r.want)
+				want(t, answers["LookupAlways"], "LookupAlways", r.want)
+				if a, ok := answers["Do"]; ok {
+					if doWaits {
+						want(t, a, "Do", idem.InFlight)
+					} else {
+						want(t, a, "Do", r.want)
+					}
+				}
+			}
+			if err := holder.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+		})
+
+		t.Run("ClaimHeld", func(t *testing.T) {
+			if atCommit {
+				t.Skip("a claim does not see a key held uncommitted: TestDialect/ConflictAtCommit")
+			}
+			holder := e.Hold(t, "held", hashA, created)
+			answers := ask(t, "held", hashA)
+			for name, a := range answers {
+				if tg.Family == "sqlite" {
+					if !errors.Is(a.err, idem.ErrRetry) {
+						t.Errorf("%s answers %v, %v; want ErrRetry", name, a.res.Outcome, a.err)
+					}
+					continue
+				}
+				want(t, a, name, idem.InFlight)
+			}
+			if err := holder.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	})
 }

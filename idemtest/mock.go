@@ -257,6 +257,12 @@ func (m *Mock) ExpectAbandon(key string) {
 // runs many DoTx calls through a store of the default policy should fix
 // the policy with idem.WithLookupFirst rather than predict the switch.
 // Store.LooksUpFirst tells what the next call will do.
+//
+// Under every policy, DoTx sends the same read after its transaction when
+// that answered InFlight, or failed with ErrRetry after its last attempt:
+// expect it after that ROLLBACK with ExpectLookupFirst, where WillReplay
+// and WillMismatch make it answer DoTx; left unexpected, the read fails in
+// sqlmock, and DoTx keeps the transaction's answer.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
 	e.lookup = m.expectLookup(e.key, nil)

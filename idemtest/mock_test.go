@@ -486,6 +486,34 @@ func TestMockAPI(t *testing.T) {
 			statements: func(e env) []string { return joined(e.dc.claim, e.dc.claim, []string{"other", "Complete"}) },
 		},
 		{
+			name: "DoTx reads after WillBeInFlight",
+			expect: func(e env) {
+				e.x.mock.ExpectBegin()
+				e.x.m.ExpectDo("order-1", hash).WillBeInFlight()
+				e.x.mock.ExpectRollback()
+				e.x.m.ExpectLookupFirst("order-1", hash).WillReplay(resp)
+			},
+			call: func(t *testing.T, e env) (idem.Result, error) { return e.x.doTx(t, "order-1", insertOrder) },
+			check: func(t *testing.T, e env, res idem.Result, err error) {
+				wantOutcome(t, res, err, idem.Replay)
+				wantResponse(t, res, resp)
+			},
+			statements: func(e env) []string { return joined(e.dc.claim, []string{"Lookup"}) },
+		},
+		{
+			name: "DoTx keeps InFlight when the read after is not expected",
+			expect: func(e env) {
+				e.x.mock.ExpectBegin()
+				e.x.m.ExpectDo("order-1", hash).WillBeInFlight()
+				e.x.mock.ExpectRollback()
+			},
+			call: func(t *testing.T, e env) (idem.Result, error) { return e.x.doTx(t, "order-1", insertOrder) },
+			check: func(t *testing.T, e env, res idem.Result, err error) {
+				wantOutcome(t, res, err, idem.InFlight)
+			},
+			statements: func(e env) []string { return e.dc.claim },
+		},
+		{
 			name: "ExpectLookupFirst finds nothing",
 			opts: []idem.Option{idem.WithLookupFirst(idem.LookupAlways)},
 			expect: func(e env) {
