@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,9 +34,34 @@ type Provider struct {
 	calls   map[string]int    // by the request's key
 	charged map[string]int    // by the request's key
 	fail    int
-	slow    time.Duration
-	held    chan struct{} // Hold's: closed to let the held calls go
-	entered chan struct{} // Hold's: a call arrived
+	before  *gate // Hold's: calls wait before they charge
+	after   *gate // HoldAnswers': calls wait after they charged
+}
+
+// gate holds the calls that reach it until held is closed; reached
+// receives once for each call that reaches it while the one before it has
+// not been received.
+type gate struct {
+	held    chan struct{}
+	reached chan struct{}
+}
+
+// wait holds a call at g, if there is one, until g opens or the call's
+// caller gives up; it reports whether the call goes on.
+func (g *gate) wait(r *http.Request) bool {
+	if g == nil {
+		return true
+	}
+	select {
+	case g.reached <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.held:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 // NewProvider starts a provider, stopped at the end of the test.
@@ -61,18 +85,10 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "try again", http.StatusInternalServerError)
 		return
 	}
-	held, entered := p.held, p.entered
+	before := p.before
 	p.mu.Unlock()
-	if held != nil {
-		select {
-		case entered <- struct{}{}:
-		default:
-		}
-		select {
-		case <-held:
-		case <-r.Context().Done():
-			return
-		}
+	if !before.wait(r) {
+		return
 	}
 	p.mu.Lock()
 	id, ok := p.charges[key]
@@ -81,9 +97,11 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		p.charges[key] = id
 		p.charged[order]++
 	}
-	slow := p.slow
+	after := p.after
 	p.mu.Unlock()
-	time.Sleep(slow)
+	if !after.wait(r) {
+		return
+	}
 	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
 }
 
@@ -102,28 +120,35 @@ func (p *Provider) FailNext(n int) {
 	p.fail = n
 }
 
-// SetSlow makes the provider charge, then wait d before it answers.
-func (p *Provider) SetSlow(d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.slow = d
-}
-
 // Hold makes the calls that arrive from now on wait before they charge,
 // until release is called; entered receives once for each call that
 // arrives while the one before it has not been received.
 func (p *Provider) Hold() (entered <-chan struct{}, release func()) {
-	held, in := make(chan struct{}), make(chan struct{}, 1)
+	return p.hold(&p.before)
+}
+
+// HoldAnswers makes the calls that arrive from now on charge, then wait
+// before they answer, until release is called or their caller gives up:
+// an answer that comes too late for its caller. charged receives once for
+// each call that charged while the one before it has not been received.
+func (p *Provider) HoldAnswers() (charged <-chan struct{}, release func()) {
+	return p.hold(&p.after)
+}
+
+// hold puts a gate at *at, and returns its reached channel and the
+// function that opens it and takes it away.
+func (p *Provider) hold(at **gate) (<-chan struct{}, func()) {
+	g := &gate{held: make(chan struct{}), reached: make(chan struct{}, 1)}
 	p.mu.Lock()
-	p.held, p.entered = held, in
+	*at = g
 	p.mu.Unlock()
 	var once sync.Once
-	return in, func() {
+	return g.reached, func() {
 		once.Do(func() {
 			p.mu.Lock()
-			p.held, p.entered = nil, nil
+			*at = nil
 			p.mu.Unlock()
-			close(held)
+			close(g.held)
 		})
 	}
 }
