@@ -205,6 +205,28 @@ func (s *Store) findIn(ctx context.Context, q driver.Tx, key []byte, shard any) 
 // record is a nil record.
 type findFunc func(ctx context.Context, key []byte, shard any) (*record, error)
 
+// findOutside returns the findFunc that reads through db outside any
+// transaction: on a database whose sessions may read uncommitted rows, in a
+// read-only transaction at READ COMMITTED where db can begin one, since a
+// record that another transaction has not committed may still be rolled
+// back, and must answer nothing.
+func (s *Store) findOutside(db driver.Tx) findFunc {
+	if r, ok := db.(driver.CommittedReader); ok && dialect.CapabilitiesOf(s.d).ReadsUncommitted {
+		db = committedReads{db, r}
+	}
+	return func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, db, k, shard) }
+}
+
+// committedReads is a driver.Tx whose QueryRow sees only committed rows.
+type committedReads struct {
+	driver.Tx
+	r driver.CommittedReader
+}
+
+func (c committedReads) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return c.r.QueryRowCommitted(ctx, query, args, dest...)
+}
+
 // scanRecord reads the row of the lookup statement, which scan scans; no
 // row is a nil record.
 func (s *Store) scanRecord(scan func(dest ...any) error) (*record, error) {

@@ -52,13 +52,11 @@ const (
 // finished record answers Replay or Mismatch, since the key may be held by
 // a transaction that only replays it.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
-	if err := s.check(); err != nil {
+	on, err := s.onSQL(db, opts)
+	if err != nil {
 		return Result{}, err
 	}
-	if db == nil {
-		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return doTx(ctx, s, driver.DB[*sql.Tx](sqlDB{db, opts}), key, reqHash, fn)
+	return doTx(ctx, s, on, key, reqHash, fn)
 }
 
 // doTx is DoTx on any driver's database, for a Store that was checked: fn
@@ -71,7 +69,7 @@ func doTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, r
 	if err != nil {
 		return Result{}, err
 	}
-	find := func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, db, k, shard) }
+	find := s.findOutside(db)
 	return s.runTx(ctx, key, shard, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
 		return attemptTx(ctx, s, db, find, s.newValues(key, shard, reqHash), fn, late)
 	})

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"reflect"
 	"slices"
@@ -97,7 +98,13 @@ func TestLookupFirstAdapts(t *testing.T) {
 			t.Fatalf("after a new key and 31 retries: does not look up first")
 		}
 
-		// Now a retry is the lookup alone, and so is another body.
+		// Now a retry is the lookup alone, and so is another body: in a
+		// read-only transaction of its own where a session may read
+		// uncommitted rows (TestOutsideReadSeesCommittedOnly).
+		lookup := []string{"Lookup"}
+		if dialect.CapabilitiesOf(tg.Dialect).ReadsUncommitted {
+			lookup = []string{"begin", "Lookup"}
+		}
 		for _, r := range []struct {
 			hash []byte
 			want idem.Outcome
@@ -106,7 +113,7 @@ func TestLookupFirstAdapts(t *testing.T) {
 			if !first {
 				t.Fatalf("call %d: does not look up first", calls)
 			}
-			wantSent("a retry answered by the lookup", sent, []string{"Lookup"})
+			wantSent("a retry answered by the lookup", sent, lookup)
 		}
 
 		// New keys pay the lookup on top of the transaction, until the
@@ -118,7 +125,7 @@ func TestLookupFirstAdapts(t *testing.T) {
 			}
 			key := "new-" + string(rune('a'+fresh))
 			sent, _ := call(store, key, hashA, idem.Claimed)
-			wantSent("a new key after the lookup", sent, slices.Concat([]string{"Lookup"}, claimTx))
+			wantSent("a new key after the lookup", sent, slices.Concat(lookup, claimTx))
 		}
 		t.Logf("looked up first from call 33 on, and stopped after %d new keys", fresh)
 		if fresh < 10 {
@@ -296,4 +303,93 @@ func TestLookupPoliciesAgreeOnHeldKey(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestOutsideReadSeesCommittedOnly runs DoTx, with either lookup policy, on
+// a connection whose session reads uncommitted rows (a server's or a
+// DSN's setting), while another transaction holds a finished record
+// uncommitted. The reads that DoTx makes outside its transactions (first,
+// and after a claim that waited in vain) must not answer Replay from it:
+// the holder may still roll back, and its effect with it. They must leave
+// the session's isolation level as they found it. On Vitess, whose vtgate
+// keeps a transaction's isolation level for the session, so that a read
+// cannot choose its own, the Store refuses to begin a transaction at READ
+// UNCOMMITTED instead.
+func TestOutsideReadSeesCommittedOnly(t *testing.T) {
+	each := func(f func(t *testing.T, tg target)) {
+		forEachPooled(t, f)
+		forEachVitess(t, f)
+	}
+	each(func(t *testing.T, tg target) {
+		if tg.Family == "sqlite" {
+			t.Skip("SQLite never shows one connection another's uncommitted writes")
+		}
+		if dialect.CapabilitiesOf(tg.Dialect).ConflictAtCommit {
+			t.Skip("a claim does not see a key held uncommitted: TestDialect/ConflictAtCommit")
+		}
+		e := setup(t, tg, idem.WithLockTimeout(100*time.Millisecond))
+		ctx := context.Background()
+		if dialect.CapabilitiesOf(tg.Dialect).KeepsIsolation {
+			ru := &sql.TxOptions{Isolation: sql.LevelReadUncommitted}
+			_, err := e.Store.DoTx(ctx, e.DB, ru, "held", hashA, mustNotRun(t))
+			if !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("DoTx at READ UNCOMMITTED: %v, want ErrInvalidArgument", err)
+			}
+			_, err = e.Store.Run(ctx, e.DB, ru, "held", hashA, idem.Final("final", mustNotRun(t)))
+			if !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("Run at READ UNCOMMITTED: %v, want ErrInvalidArgument", err)
+			}
+			_, err = e.Store.Resume(ctx, e.DB, ru, func(context.Context, string) ([]idem.Step, error) { return nil, nil })
+			if !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("Resume at READ UNCOMMITTED: %v, want ErrInvalidArgument", err)
+			}
+			return
+		}
+		holder := e.Hold(t, "held", hashA, created)
+		defer func() { _ = holder.Rollback() }()
+		db := tg.Open(t)
+		db.SetMaxOpenConns(1) // every statement below on the one session
+		uncommitted := map[string]string{
+			"postgres": "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ UNCOMMITTED",
+			"mysql":    "SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED",
+		}[tg.Family]
+		if _, err := db.ExecContext(ctx, uncommitted); err != nil {
+			t.Skipf("the server has no such isolation level: %v", err)
+		}
+		for _, p := range []idem.LookupPolicy{idem.LookupNever, idem.LookupAlways} {
+			s, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLockTimeout(100*time.Millisecond), idem.WithLookupFirst(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.DoTx(ctx, db, nil, "held", hashA, mustNotRun(t))
+			if err != nil || res.Outcome != idem.InFlight {
+				t.Errorf("%v: %v, %v; want InFlight while the holder has not committed", p, res.Outcome, err)
+			}
+		}
+		if res, err := e.Store.Lookup(ctx, db, "held"); !errors.Is(err, idem.ErrNotFound) {
+			t.Errorf("Lookup: %v, %v; want ErrNotFound while the holder has not committed", res.Outcome, err)
+		}
+		if tg.Family == "mysql" {
+			// The reads left the session as they found it, also where
+			// vtgate keeps a transaction's isolation level for it.
+			level := sessionIsolation(t, db)
+			if level != "READ-UNCOMMITTED" {
+				t.Errorf("after DoTx the session reads at %s, want it left at READ-UNCOMMITTED", level)
+			}
+		}
+	})
+}
+
+// sessionIsolation returns the isolation level of db's session on the
+// MySQL family, by the name of the variable that the server has.
+func sessionIsolation(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var level string
+	err := db.QueryRow("SELECT @@SESSION.transaction_isolation").Scan(&level)
+	if err != nil {
+		if err := db.QueryRow("SELECT @@SESSION.tx_isolation").Scan(&level); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return level
 }

@@ -53,8 +53,7 @@ func (e Engine[TX]) Lookup(ctx context.Context, db driver.DB[TX], key string) (R
 	if db == nil {
 		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
-	s := e.s
-	return s.lookupWith(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, db, k, shard) }, key)
+	return e.s.lookupWith(ctx, e.s.findOutside(db), key)
 }
 
 // Migrate is Store.Migrate on db.

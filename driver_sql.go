@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	sqldriver "database/sql/driver"
 	"errors"
+	"fmt"
 
+	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
 )
 
@@ -28,6 +30,21 @@ func (t sqlTx) QueryRow(ctx context.Context, query string, args []any, dest ...a
 func (t sqlTx) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
 	rows, err := t.tx.QueryContext(ctx, query, args...)
 	return eachRow(rows, err, row)
+}
+
+// onSQL checks the Store, and the arguments of a call on db whose
+// transactions begin with opts, and returns the DB that the call runs on.
+func (s *Store) onSQL(db *sql.DB, opts *sql.TxOptions) (driver.DB[*sql.Tx], error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	if opts != nil && opts.Isolation == sql.LevelReadUncommitted && dialect.CapabilitiesOf(s.d).KeepsIsolation {
+		return nil, fmt.Errorf("%w: READ UNCOMMITTED on %s, whose sessions keep a transaction's isolation level, and would then read records that other transactions have not committed", ErrInvalidArgument, s.d.Name())
+	}
+	return sqlDB{db, opts}, nil
 }
 
 // sqlDB is a *sql.DB, whose transactions begin with opts.
@@ -149,6 +166,24 @@ func discard(c *sql.Conn) error {
 	return nil
 }
 
+func (d sqlDB) QueryRowCommitted(ctx context.Context, query string, args []any, dest ...any) error {
+	return queryRowCommitted(ctx, d.db.BeginTx, query, args, dest)
+}
+
+// queryRowCommitted runs query in a read-only transaction at READ
+// COMMITTED that begin begins, and scans its row into dest.
+func queryRowCommitted(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), query string, args, dest []any) error {
+	tx, err := begin(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, query, args...).Scan(dest...); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
 // sqlConn is one connection of a pool, pinned (sqlDB.Pin), whose
 // transactions begin with opts.
 type sqlConn struct {
@@ -167,6 +202,10 @@ func (d sqlConn) QueryRow(ctx context.Context, query string, args []any, dest ..
 func (d sqlConn) Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error {
 	rows, err := d.c.QueryContext(ctx, query, args...)
 	return eachRow(rows, err, row)
+}
+
+func (d sqlConn) QueryRowCommitted(ctx context.Context, query string, args []any, dest ...any) error {
+	return queryRowCommitted(ctx, d.c.BeginTx, query, args, dest)
 }
 
 // Begin begins the transaction on the pinned connection, as sqlDB.Begin

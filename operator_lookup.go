@@ -16,14 +16,20 @@ type Querier = dialect.Querier
 // Lookup returns the live record of key, as a Result: Replay with the stored
 // response when the request finished, InFlight when its record was committed
 // unfinished. It returns ErrNotFound when the key has no live record, which
-// includes a key that another transaction holds uncommitted. Read through
-// the primary database: a replica may not have the record yet.
+// includes a key that another transaction holds uncommitted: through a
+// *sql.DB on MySQL or MariaDB, whose sessions may read uncommitted rows,
+// the read runs in a read-only transaction at READ COMMITTED; a *sql.Tx or
+// *sql.Conn reads as its session does. Read through the primary database:
+// a replica may not have the record yet.
 func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
 	if isNilQuerier(q) {
 		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
+	}
+	if db, ok := q.(*sql.DB); ok {
+		return s.lookupWith(ctx, s.findOutside(sqlDB{db: db}), key)
 	}
 	return s.lookupWith(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) { return s.find(ctx, q, k, shard) }, key)
 }

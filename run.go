@@ -161,13 +161,11 @@ const never = math.MaxInt64
 // recovery point: rename or remove a step only once no request is
 // unfinished past it.
 func (s *Store) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, steps ...Step) (Result, error) {
-	if err := s.check(); err != nil {
+	on, err := s.onSQL(db, opts)
+	if err != nil {
 		return Result{}, err
 	}
-	if db == nil {
-		return Result{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return run(ctx, s, driver.DB[*sql.Tx](sqlDB{db, opts}), key, reqHash, steps, EventCall)
+	return run(ctx, s, on, key, reqHash, steps, EventCall)
 }
 
 // run is Run on any driver's database, for a Store that was checked, whose
@@ -495,9 +493,7 @@ func (r *stepRun[TX]) adopt(p *progress) (taken, error) {
 // ErrCommitUnknown when the lookup failed too. Under any other token, the
 // record is still the one from before the commit, which may yet land.
 func (r *stepRun[TX]) settleCommit(ctx context.Context, v *values, cerr error) error {
-	rec, err := r.s.findAfterCommit(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) {
-		return r.s.findIn(ctx, r.db, k, shard)
-	}, v, cerr)
+	rec, err := r.s.findAfterCommit(ctx, r.s.findOutside(r.db), v, cerr)
 	if err != nil || (rec != nil && rec.token == v.token) {
 		return err
 	}

@@ -226,13 +226,11 @@ type ResumeReport struct {
 // the others are counted in the report all the same. The observers get
 // each request's answer as an Event of kind EventResume.
 func (s *Store) Resume(ctx context.Context, db *sql.DB, opts *sql.TxOptions, steps StepsFunc, options ...ResumeOption) (ResumeReport, error) {
-	if err := s.check(); err != nil {
+	on, err := s.onSQL(db, opts)
+	if err != nil {
 		return ResumeReport{}, err
 	}
-	if db == nil {
-		return ResumeReport{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return resume(ctx, s, driver.DB[*sql.Tx](sqlDB{db, opts}), steps, options)
+	return resume(ctx, s, on, steps, options)
 }
 
 // resume is Resume on any driver's database, for a Store that was checked.

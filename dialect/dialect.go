@@ -159,6 +159,24 @@ type Capabilities struct {
 	// lock table, as PostgreSQL's advisory locks are, would fail when a
 	// large batch fills it; Purge then runs more, smaller batches.
 	MaxPurgeBatch int
+
+	// ReadsUncommitted is true when a session may be set to read rows
+	// that other transactions have not committed (READ UNCOMMITTED), as
+	// MySQL's and MariaDB's may, by the server's or the data source's
+	// setting. A read of a record outside any transaction then runs in a
+	// read-only transaction at READ COMMITTED (driver.CommittedReader), so
+	// that the Store never answers from a record that its writer may
+	// still roll back.
+	ReadsUncommitted bool
+
+	// KeepsIsolation is true when a transaction's isolation level stays
+	// the session's after the transaction ends, as Vitess's vtgate keeps
+	// it. A read outside any transaction cannot then choose its own level
+	// without changing the session's for the caller's later transactions,
+	// so the Store refuses to begin a transaction at READ UNCOMMITTED,
+	// which would leave the session reading rows that other transactions
+	// have not committed.
+	KeepsIsolation bool
 }
 
 // CapabilitiesOf returns the Capabilities that d declares.

@@ -37,6 +37,9 @@ var _ Dialect = mariadb{}
 
 func (mariadb) Name() string { return "mariadb" }
 
+// Capabilities says that a session may read uncommitted rows.
+func (mariadb) Capabilities() Capabilities { return Capabilities{ReadsUncommitted: true} }
+
 func (mariadb) Statements(table string, lockTimeout time.Duration) Statements {
 	return mariadbStatements(table, keying{k: "`key`"}, lockTimeout)
 }

@@ -75,9 +75,12 @@ func mysqlClaimStatements(table string, kk keying, lockTimeout time.Duration) St
 	return st
 }
 
-// Capabilities says that a claim waits at least a second: MySQL accepts no
-// innodb_lock_wait_timeout below 1.
-func (mysql) Capabilities() Capabilities { return Capabilities{MinLockWait: time.Second} }
+// Capabilities says that a claim waits at least a second, as MySQL accepts
+// no innodb_lock_wait_timeout below 1, and that a session may read
+// uncommitted rows.
+func (mysql) Capabilities() Capabilities {
+	return Capabilities{MinLockWait: time.Second, ReadsUncommitted: true}
+}
 
 // claimProcedure names the claim's procedure of table, quoted: in the
 // table's database, the table's name with _claim appended. The names that

@@ -123,10 +123,11 @@ func (vitess) TargetShard(shard string) string {
 }
 
 // Capabilities says that a claim waits at least a second, as MySQL accepts
-// no innodb_lock_wait_timeout below 1, and that the table is sharded by its
-// key on a vtgate that may refuse a transaction on two shards.
+// no innodb_lock_wait_timeout below 1, that the table is sharded by its
+// key on a vtgate that may refuse a transaction on two shards, and that
+// vtgate keeps a transaction's isolation level for the session.
 func (vitess) Capabilities() Capabilities {
-	return Capabilities{MinLockWait: time.Second, ShardedByKey: true}
+	return Capabilities{MinLockWait: time.Second, ShardedByKey: true, KeepsIsolation: true}
 }
 
 // Hint names the database family of an error that is not the MySQL

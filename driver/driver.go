@@ -96,6 +96,17 @@ type Pinner[TX any] interface {
 	Pin(ctx context.Context) (DB[TX], func() error, error)
 }
 
+// CommittedReader is an optional interface of a DB, for the databases whose
+// sessions may read rows that other transactions have not committed
+// (dialect.Capabilities.ReadsUncommitted). The Store reads a record outside
+// any transaction with it, where it has it, and with QueryRow otherwise.
+type CommittedReader interface {
+	// QueryRowCommitted is QueryRow in a read-only transaction at READ
+	// COMMITTED, which sees only committed rows, whatever isolation level
+	// the session has.
+	QueryRowCommitted(ctx context.Context, query string, args []any, dest ...any) error
+}
+
 // ErrNoRow is the error of an Owned's CommitAfter whose statement affected
 // no row.
 var ErrNoRow = errors.New("idem: the statement before the commit affected no row")
