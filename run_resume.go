@@ -338,7 +338,7 @@ func compensate[TX any](ctx context.Context, s *Store, db driver.DB[TX], u Unfin
 	if err != nil || t.res.Outcome != Claimed {
 		return false, err
 	}
-	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx any) (*Response, error) {
+	_, err = retrying(s.work(ctx, u.Key, r.v), r.phase(compensatedPhase, func(ctx context.Context, tx any) (*Response, error) {
 		resp, err := fn(ctx, tx)
 		return &resp, err
 	}))
