@@ -103,6 +103,8 @@ type Result struct {
 // and the caller rolls back. An error that wraps ErrRetry, or that the
 // dialect reports as a conflict, makes DoTx run the transaction again. To
 // store a refusal while undoing the writes that led to it, see Refusable.
+// Its context carries the request's Identity (IdentityFrom), by which it
+// keys the rows it writes.
 //
 // fn must return the error of a statement that failed, not carry on: on
 // MySQL and SQLite a deadlock, a snapshot conflict or an interrupted

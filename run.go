@@ -153,7 +153,8 @@ const never = math.MaxInt64
 // answer InFlight for a key whose request is unfinished.
 //
 // Each transaction of Run begins on db with opts, as DoTx's does; nil is
-// the database's default.
+// the database's default. Each step's context carries the request's
+// Identity (IdentityFrom), by which a phase keys the rows it writes.
 //
 // The steps' names must be distinct, of letters, digits, '.', '_' and '-',
 // at most MaxStepNameBytes long; the last step, and only it, is a Final.
