@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 )
 
 // Identity names the record of one request: which key, for which client
@@ -58,6 +59,12 @@ func (c *workContext) Value(key any) any {
 		return &c.id
 	}
 	return c.Context.Value(key)
+}
+
+// String names c as the contexts of package context name themselves,
+// without the Identity's fields: a stored key is not to be logged.
+func (c *workContext) String() string {
+	return fmt.Sprint(c.Context) + ".WithIdentity"
 }
 
 // work returns the context of the work of the request whose claim is v,

@@ -6,8 +6,10 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +83,9 @@ func (s *seen) note(ctx context.Context, who string) {
 	if !ok {
 		s.t.Errorf("%s: no Identity in its context", who)
 	}
+	if printed := fmt.Sprint(ctx); ok && strings.Contains(printed, id.Key) {
+		s.t.Errorf("%s: its context, printed, shows the stored key: %s", who, printed)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ids[who] = id
@@ -122,7 +127,8 @@ func (s *seen) oneRecord(who ...string) {
 // and the shard value, on every database, with and without a shard column.
 // A retry that resumes the request sees the caller's scope; Resume, which
 // has none, and its Compensate see an empty scope and the shard value as
-// the driver scanned it (Unfinished.Shard).
+// the driver scanned it (Unfinished.Shard). The context, printed, shows
+// no stored key.
 func TestIdentityInWork(t *testing.T) {
 	forEachIdentityTarget(t, func(t *testing.T, tg target) {
 		for _, sharded := range []bool{false, true} {

@@ -245,9 +245,9 @@ type identity struct {
 	body  []byte
 }
 
-// context returns ctx with the request's scope, which the Store hands on
+// scoped returns ctx with the request's scope, which the Store hands on
 // to the request's idem.Identity and to its Events.
-func (id identity) context(ctx context.Context) context.Context {
+func (id identity) scoped(ctx context.Context) context.Context {
 	if id.scope == "" {
 		return ctx
 	}
@@ -428,7 +428,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return idem.Response{Status: resp.Status, Header: cfg.storedHeader(resp.Header), Body: resp.Body}, nil
 	}
-	res, err := m.run.DoTx(id.context(r.Context()), id.key, id.hash, serve)
+	res, err := m.run.DoTx(id.scoped(r.Context()), id.key, id.hash, serve)
 	var us *unstored
 	switch {
 	case errors.As(err, &us):

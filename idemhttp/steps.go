@@ -95,7 +95,7 @@ func (h *stepsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	res, err := m.run.Run(id.context(r.Context()), id.key, id.hash, steps)
+	res, err := m.run.Run(id.scoped(r.Context()), id.key, id.hash, steps)
 	switch {
 	case err != nil:
 		cfg.report(r, err)
