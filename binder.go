@@ -93,6 +93,10 @@ type values struct {
 	phase            string // a multi-step request's recovery point
 	lease, prevToken int64  // its lease's length, and the token it takes over
 	clockOffset      int64  // added to the database's clock (internal/testhook)
+	// work is the context of the work of the claim's request, with its
+	// Identity (Store.work), kept here so that it costs no allocation of
+	// its own.
+	work workContext
 
 	// argBuf holds the arguments of the statement being sent, which
 	// database/sql copies before the call returns, and keyArg the key

@@ -103,6 +103,8 @@ type Result struct {
 // and the caller rolls back. An error that wraps ErrRetry, or that the
 // dialect reports as a conflict, makes DoTx run the transaction again. To
 // store a refusal while undoing the writes that led to it, see Refusable.
+// Its context carries the request's Identity (IdentityFrom), by which it
+// keys the rows it writes.
 //
 // fn must return the error of a statement that failed, not carry on: on
 // MySQL and SQLite a deadlock, a snapshot conflict or an interrupted
@@ -159,7 +161,7 @@ func (s *Store) doCall(ctx context.Context, tx driver.Tx, key string, reqHash []
 		return Result{}, err
 	}
 	start := s.startEvent()
-	res, wait, err := s.do(ctx, tx, s.newValues(key, shard, reqHash), run)
+	res, wait, err := s.do(ctx, tx, key, s.newValues(key, shard, reqHash), run)
 	s.endEvent(ctx, start, key, res, err, wait, 1)
 	return res, err
 }
@@ -193,8 +195,9 @@ func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 // own, in autocommit, beside a duplicate request that may have claimed the
 // key in the meantime.
 //
-// run is fn with the driver's own transaction, which tx carries.
-func (s *Store) do(ctx context.Context, tx driver.Tx, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
+// run is fn with the driver's own transaction, which tx carries; v holds
+// the values of the claim of key.
+func (s *Store) do(ctx context.Context, tx driver.Tx, key string, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	res, claimed, err := s.claimKey(ctx, tx, v, nil)
 	wait := s.since(claimStart)
@@ -202,7 +205,7 @@ func (s *Store) do(ctx context.Context, tx driver.Tx, v *values, run func(contex
 		return res, wait, err
 	}
 
-	resp, err := s.runFn(ctx, v, run)
+	resp, err := s.runFn(ctx, key, v, run)
 	if err != nil {
 		return Result{}, wait, s.abandonClaim(ctx, tx, v, err)
 	}
@@ -217,10 +220,11 @@ func (s *Store) do(ctx context.Context, tx driver.Tx, v *values, run func(contex
 	return res, wait, nil
 }
 
-// runFn runs the Func of a claimed key and prepares its response for
-// Complete. An error means that nothing may be stored.
-func (s *Store) runFn(ctx context.Context, v *values, run func(context.Context) (Response, error)) (Response, error) {
-	resp, err := run(ctx)
+// runFn runs the Func of key, claimed with v, in the context of the
+// request's work, and prepares its response for Complete. An error means
+// that nothing may be stored.
+func (s *Store) runFn(ctx context.Context, key string, v *values, run func(context.Context) (Response, error)) (Response, error) {
+	resp, err := run(s.work(ctx, key, v))
 	if err != nil {
 		var r *refusal
 		if errors.As(err, &r) {

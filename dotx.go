@@ -71,7 +71,7 @@ func doTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, r
 	}
 	find := s.findOutside(db)
 	return s.runTx(ctx, key, shard, reqHash, find, func(late *[]int64) (Result, time.Duration, error) {
-		return attemptTx(ctx, s, db, find, s.newValues(key, shard, reqHash), fn, late)
+		return attemptTx(ctx, s, db, find, key, s.newValues(key, shard, reqHash), fn, late)
 	})
 }
 
@@ -176,8 +176,9 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 	return res, false
 }
 
-// attemptTx is one attempt of DoTx in a transaction that it begins on db,
-// and also returns how long the claim took.
+// attemptTx is one attempt of DoTx for key, with the values v of its
+// claim, in a transaction that it begins on db, and also returns how long
+// the claim took.
 //
 // late holds the claim tokens of earlier attempts whose commit failed with
 // its outcome open and whose record was not found afterwards. A COMMIT that
@@ -199,7 +200,7 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 // rare retry that comes to the transaction (docs/performance.md): that retry
 // sends ClaimLost on its own, a round trip more. database/sql sends each
 // statement in a round trip of its own all the same.
-func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find findFunc, v *values, fn func(context.Context, TX) (Response, error), late *[]int64) (Result, time.Duration, error) {
+func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find findFunc, key string, v *values, fn func(context.Context, TX) (Response, error), late *[]int64) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	var first []driver.Query
 	if s.claimWrite.query == "" {
@@ -243,7 +244,7 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 		return res, wait, err
 	}
 
-	resp, err := s.runFn(ctx, v, func(ctx context.Context) (Response, error) { return fn(ctx, tx.Native()) })
+	resp, err := s.runFn(ctx, key, v, func(ctx context.Context) (Response, error) { return fn(ctx, tx.Native()) })
 	ended = true // both ways below end the transaction
 	if err != nil {
 		return Result{}, wait, fnFailedTx(ctx, s, tx, v, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 )
 
 // Identity names the record of one request: which key, for which client
@@ -41,18 +42,55 @@ type Identity struct {
 // identityKey is the context key of a request's Identity.
 type identityKey struct{}
 
-// withIdentity returns a copy of ctx that carries id, for the work of
-// the request that id names.
-func withIdentity(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
+// workContext is the context of a request's work: the caller's context,
+// and the request's Identity. It holds the Identity itself, where
+// context.WithValue would hold a copy boxed on its own, so that Do, which
+// keeps it in the values of its claim (Store.work), hands a Func its
+// Identity without an allocation of its own.
+type workContext struct {
+	context.Context
+	id Identity
+}
+
+// Value returns the Identity, as a pointer that IdentityFrom copies, for
+// identityKey, and asks the caller's context for any other key.
+func (c *workContext) Value(key any) any {
+	if _, ok := key.(identityKey); ok {
+		return &c.id
+	}
+	return c.Context.Value(key)
+}
+
+// String names c as the contexts of package context name themselves,
+// without the Identity's fields: a stored key is not to be logged.
+func (c *workContext) String() string {
+	return fmt.Sprint(c.Context) + ".WithIdentity"
+}
+
+// work returns the context of the work of the request whose claim is v,
+// key being its stored key: ctx, the caller's, with the request's Identity.
+// Do, DoTx and Run make every request's Identity here, once the claim has
+// taken the record, and keep it in v.
+func (s *Store) work(ctx context.Context, key string, v *values) context.Context {
+	v.work = workContext{Context: ctx, id: Identity{
+		Key:   key,
+		Scope: scopeFrom(ctx),
+		Shard: v.shard,
+		// Incarnation: the claim's, which v holds, is filled in here.
+	}}
+	return &v.work
 }
 
 // IdentityFrom returns the Identity of the request whose work runs with
 // ctx, and whether there is one: there is in the context that Do, DoTx and
-// Run hand a Func, Phase, Call or Final, and none elsewhere.
+// Run hand a Func, Phase, Call or Final, and in any context made from it,
+// and none elsewhere.
 func IdentityFrom(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
+	id, ok := ctx.Value(identityKey{}).(*Identity)
+	if !ok {
+		return Identity{}, false
+	}
+	return *id, true
 }
 
 // scopeKey is the context key of WithScope's value.

@@ -28,6 +28,15 @@ type Event struct {
 	// its SHA-256, in hex. The key itself is never in an Event, since keys
 	// may carry what clients consider private.
 	KeyHash string
+	// Scope names the client whose request the Event is about, as the
+	// context of the call names it (WithScope): the scope that idemhttp
+	// and idemgrpc give the request, so that an operator can tell two
+	// clients' requests apart in metrics and logs. It is empty where no
+	// one set it: a caller without scopes, WithSingleClient, and the
+	// requests that Resume drives, which no client sent (EventResume,
+	// EventCompensate and their takeovers), unless Resume's own context
+	// names one.
+	Scope string
 	// ClaimWait is how long the claims of Do or DoTx took, including any
 	// wait for another transaction that held the key. It is zero for Run
 	// and for the other kinds.
@@ -112,14 +121,15 @@ func (s *Store) endEvent(ctx context.Context, start time.Time, key string, res R
 	})
 }
 
-// emit hands e, about key, to the observers, with the key's hash, and no
-// outcome when it reports an error.
+// emit hands e, about key, to the observers, with the key's hash and the
+// scope of ctx, and no outcome when it reports an error.
 func (s *Store) emit(ctx context.Context, key string, e Event) {
 	if len(s.observers) == 0 {
 		return
 	}
 	sum := sha256.Sum256([]byte(key))
 	e.KeyHash = hex.EncodeToString(sum[:8])
+	e.Scope = scopeFrom(ctx)
 	if e.Err != nil {
 		e.Outcome = 0
 	}

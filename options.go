@@ -172,7 +172,8 @@ func WithMaxResponseBytes(n int) Option {
 // call took, how long the claim of Do and DoTx waited, how many
 // transactions DoTx ran; and one at each takeover, lost lease, resume and
 // compensation of a multi-step request (see EventKind). Events name the key
-// only by a hash. Observers run in the goroutine of the call they report
+// only by a hash, and the client by the scope of the call's context
+// (Event.Scope). Observers run in the goroutine of the call they report
 // (Do, DoTx, Run, or Resume's Resume), before it returns, in the order
 // they were added, so keep them quick. The default is no observer, which
 // costs nothing.

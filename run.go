@@ -153,7 +153,8 @@ const never = math.MaxInt64
 // answer InFlight for a key whose request is unfinished.
 //
 // Each transaction of Run begins on db with opts, as DoTx's does; nil is
-// the database's default.
+// the database's default. Each step's context carries the request's
+// Identity (IdentityFrom), by which a phase keys the rows it writes.
 //
 // The steps' names must be distinct, of letters, digits, '.', '_' and '-',
 // at most MaxStepNameBytes long; the last step, and only it, is a Final.
@@ -264,7 +265,7 @@ func (r *stepRun[TX]) observed(ctx context.Context, kind EventKind) (Result, err
 }
 
 // run takes the request, or answers from its record, and runs its steps
-// from where it stands.
+// from where it stands, in the context of the request's work.
 func (r *stepRun[TX]) run(ctx context.Context) (Result, error) {
 	t, err := retrying(ctx, r.begin)
 	if err != nil && r.v != nil {
@@ -274,22 +275,23 @@ func (r *stepRun[TX]) run(ctx context.Context) (Result, error) {
 		return t.res, err
 	}
 	res := t.res
+	work := r.s.work(ctx, r.key, r.v)
 	for _, st := range r.steps[t.next:] {
 		var resp *Response
 		if st.call != nil {
-			err = r.call(ctx, st)
+			err = r.call(work, st)
 			var f *finish
 			switch {
 			case errors.Is(err, ErrLeaseLost): // what the call learnt cannot be stored
 			case errors.As(err, &f):
-				resp, err = retrying(ctx, r.phase(st.name, func(context.Context, any) (*Response, error) {
+				resp, err = retrying(work, r.phase(st.name, func(context.Context, any) (*Response, error) {
 					return &f.resp, nil
 				}))
 			case err != nil:
 				err = fmt.Errorf("idem: step %q: %w", st.name, err)
 			}
 		} else {
-			resp, err = retrying(ctx, r.phase(st.name, st.phase))
+			resp, err = retrying(work, r.phase(st.name, st.phase))
 		}
 		if err != nil {
 			if errors.Is(err, ErrLeaseLost) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -163,4 +164,86 @@ func TestRunTxOptions(t *testing.T) {
 			t.Errorf("the phases ran at %q, want serializable", levels)
 		}
 	})
+}
+
+// TestEventScope shows that every Event carries the scope of the call it
+// reports, as the caller's context names it (WithScope): the answers of
+// Do, DoTx and Run, a takeover and the lost lease it causes. Resume
+// serves no client, and its resumes and compensations carry an empty
+// scope. No Event carries the key itself, in any field.
+func TestEventScope(t *testing.T) {
+	forEachRunTarget(t, func(t *testing.T, tg target) {
+		var (
+			c  clock
+			ev events
+		)
+		e := setup(t, tg, idem.WithClock(c.now), c.leases(), idem.WithLease(time.Minute), idem.WithObserver(ev.observe))
+		bg := context.Background()
+		scoped := idem.WithScope(bg, "client-a")
+		const key = "order-of-a-private-key"
+		res, err := e.Store.DoTx(scoped, e.DB, nil, key+"-dotx", hashA, e.Effect(key+"-dotx", created))
+		wantOutcome(t, res, err, idem.Claimed)
+		tx := e.Begin(t, nil)
+		res, err = e.Store.Do(scoped, tx, key+"-dotx", hashA, mustNotRun(t))
+		wantOutcome(t, res, err, idem.Replay)
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		res, err = e.Store.DoTx(bg, e.DB, nil, key+"-dotx", hashA, mustNotRun(t))
+		wantOutcome(t, res, err, idem.Replay)
+		wantScopes(t, &ev, key, "call|client-a", "call|client-a", "call|")
+
+		first := &order{e: e, key: key, ctx: scoped}
+		h1 := holdRun(t, first)
+		c.advance(time.Minute + time.Second)
+		h2 := holdRun(t, &order{e: e, key: key, ctx: scoped})
+		if _, err := h1.finish(); !errors.Is(err, idem.ErrLeaseLost) {
+			t.Errorf("the first runner: %v, want ErrLeaseLost", err)
+		}
+		res, err = h2.finish()
+		wantOutcome(t, res, err, idem.Claimed)
+		wantScopes(t, &ev, key, "takeover|client-a", "lease lost|client-a", "call|client-a", "call|client-a")
+
+		down := errors.New("provider unreachable")
+		for _, k := range []string{key + "-resumed", key + "-compensated"} {
+			o := &order{e: e, key: k, ctx: scoped, charge: func(context.Context, string) error { return down }}
+			if _, err := o.run(t, hashA); !errors.Is(err, down) {
+				t.Fatalf("Run: %v, want the provider's error", err)
+			}
+		}
+		wantScopes(t, &ev, key, "call|client-a", "call|client-a")
+		c.advance(time.Hour)
+		rep, err := e.Store.Resume(bg, e.DB, nil, func(_ context.Context, k string) ([]idem.Step, error) {
+			o := &order{e: e, key: k}
+			if k == key+"-compensated" {
+				o.charge = func(context.Context, string) error { return down }
+			}
+			return o.steps(), nil
+		}, idem.Compensate(time.Hour, func(context.Context, *sql.Tx, idem.Unfinished, error) (idem.Response, error) {
+			return idem.Response{Status: 502}, nil
+		}))
+		if err != nil || rep.Finished != 1 || rep.Compensated != 1 {
+			t.Fatalf("Resume: %+v, %v; want one finished, one compensated", rep, err)
+		}
+		wantScopes(t, &ev, key, "takeover|", "resume|", "takeover|", "resume|", "takeover|", "compensate|")
+	})
+}
+
+// wantScopes checks the kinds and scopes of the events so far, as "kind|scope",
+// and that none of their fields holds key, and forgets them.
+func wantScopes(t *testing.T, ev *events, key string, want ...string) {
+	t.Helper()
+	ev.mu.Lock()
+	var got []string
+	for _, e := range ev.list {
+		got = append(got, e.Kind.String()+"|"+e.Scope)
+		if s := fmt.Sprintf("%+v", e); strings.Contains(s, key) {
+			t.Errorf("an event holds the key: %s", s)
+		}
+	}
+	ev.list = nil
+	ev.mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
 }

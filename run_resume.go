@@ -225,6 +225,12 @@ type ResumeReport struct {
 // Its error joins those of the requests that failed, each naming its key;
 // the others are counted in the report all the same. The observers get
 // each request's answer as an Event of kind EventResume.
+//
+// The steps of a resumed request, and Compensate, find its Identity in
+// their context as a client's retry would, with the shard value as
+// Unfinished.Shard gives it, but with no client's scope: Resume serves no
+// client, and the scope of its requests' Identity and Events is the one
+// that ctx names (WithScope), empty unless the caller set one.
 func (s *Store) Resume(ctx context.Context, db *sql.DB, opts *sql.TxOptions, steps StepsFunc, options ...ResumeOption) (ResumeReport, error) {
 	on, err := s.onSQL(db, opts)
 	if err != nil {
@@ -336,7 +342,7 @@ func compensate[TX any](ctx context.Context, s *Store, db driver.DB[TX], u Unfin
 	if err != nil || t.res.Outcome != Claimed {
 		return false, err
 	}
-	_, err = retrying(ctx, r.phase(compensatedPhase, func(ctx context.Context, tx any) (*Response, error) {
+	_, err = retrying(s.work(ctx, u.Key, r.v), r.phase(compensatedPhase, func(ctx context.Context, tx any) (*Response, error) {
 		resp, err := fn(ctx, tx)
 		return &resp, err
 	}))

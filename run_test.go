@@ -24,6 +24,8 @@ import (
 type order struct {
 	e   *env
 	key string
+	// ctx, when set, is the context of its Runs instead of Background.
+	ctx context.Context
 	// charge, when set, answers the provider's call instead of success.
 	charge func(ctx context.Context, callKey string) error
 
@@ -60,7 +62,14 @@ func (o *order) steps() []idem.Step {
 
 func (o *order) run(t *testing.T, hash []byte) (idem.Result, error) {
 	t.Helper()
-	return o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hash, o.steps()...)
+	return o.e.Store.Run(o.context(), o.e.DB, nil, o.key, hash, o.steps()...)
+}
+
+func (o *order) context() context.Context {
+	if o.ctx == nil {
+		return context.Background()
+	}
+	return o.ctx
 }
 
 // start runs o's request with steps, and hashA, in a goroutine of its own,
@@ -68,7 +77,7 @@ func (o *order) run(t *testing.T, hash []byte) (idem.Result, error) {
 func (o *order) start(steps []idem.Step) <-chan runResult {
 	done := make(chan runResult, 1)
 	go func() {
-		res, err := o.e.Store.Run(context.Background(), o.e.DB, nil, o.key, hashA, steps...)
+		res, err := o.e.Store.Run(o.context(), o.e.DB, nil, o.key, hashA, steps...)
 		done <- runResult{res, err}
 	}()
 	return done

@@ -56,7 +56,10 @@
 // # What a protected call gets
 //
 //   - the first call: the handler runs with a context that carries the
-//     transaction (see [Tx]). If it returns a reply, the reply is stored, in
+//     transaction (see [Tx]) and the call's idem.Identity, its stored key
+//     and scope, which idem.IdentityFrom reads: the handler keys its own
+//     rows by it, not by the client's raw key, which two clients may
+//     share. The Store's Events carry the scope. If it returns a reply, the reply is stored, in
 //     its deterministic encoding, and the transaction commits before the
 //     reply leaves. If it returns an error, the transaction rolls back,
 //     nothing is stored, and the client gets the error as the handler

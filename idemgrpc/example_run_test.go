@@ -70,6 +70,14 @@ func (p *payments) charge(callKey string) (string, error) {
 	return p.charges[callKey], nil
 }
 
+// request names the call whose step runs with ctx, as the Store keeps it
+// (idem.IdentityFrom): the stored key, which holds the client's scope, so
+// that two clients' calls with one key are two orders.
+func request(ctx context.Context) string {
+	id, _ := idem.IdentityFrom(ctx)
+	return id.Key
+}
+
 // checkoutServer serves shop.Checkout.
 type checkoutServer struct{ provider *payments }
 
@@ -80,11 +88,10 @@ func (s *checkoutServer) Pay(ctx context.Context, req *structpb.Struct) (*struct
 	if item == "" {
 		return nil, status.Error(codes.InvalidArgument, "no item") // before Run: nothing is stored
 	}
-	key := metadata.ValueFromIncomingContext(ctx, "idempotency-key")[0]
 	var chargeID string
 	return idemgrpc.Run[*structpb.Struct](ctx,
 		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO orders (key, item) VALUES (?, ?)`, key, item)
+			_, err := tx.ExecContext(ctx, `INSERT INTO orders (request, item) VALUES (?, ?)`, request(ctx), item)
 			return err
 		}),
 		idem.Call("charge", func(ctx context.Context, callKey string) (err error) {
@@ -93,7 +100,7 @@ func (s *checkoutServer) Pay(ctx context.Context, req *structpb.Struct) (*struct
 		}),
 		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			var id int64
-			if err := tx.QueryRowContext(ctx, `UPDATE orders SET charge = ? WHERE key = ? RETURNING id`, chargeID, key).Scan(&id); err != nil {
+			if err := tx.QueryRowContext(ctx, `UPDATE orders SET charge = ? WHERE request = ? RETURNING id`, chargeID, request(ctx)).Scan(&id); err != nil {
 				return idem.Response{}, err
 			}
 			return idemgrpc.Reply(ctx, &structpb.Struct{Fields: map[string]*structpb.Value{
@@ -136,7 +143,7 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, item TEXT NOT NULL, charge TEXT)`); err != nil {
+	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, request TEXT UNIQUE NOT NULL, item TEXT NOT NULL, charge TEXT)`); err != nil {
 		log.Fatal(err)
 	}
 	store, err := idem.New(idem.SQLite())

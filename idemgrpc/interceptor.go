@@ -147,7 +147,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	case err != nil:
 		return nil, i.fail(ctx, full, refuseInternal, err)
 	}
-	key, hash, present, err := i.identify(ctx, full, req)
+	key, scope, hash, present, err := i.identify(ctx, full, req)
 	switch {
 	case err != nil:
 		return nil, err
@@ -156,6 +156,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	case !present:
 		return handler(ctx, req)
 	}
+	ctx = withScope(ctx, scope)
 
 	var last *attempt // the attempt that ran the handler last
 	res, err := i.store.DoTx(ctx, i.db, i.txOpts, key, hash,
@@ -195,38 +196,47 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	return nil, i.fail(ctx, full, failure(err), err)
 }
 
-// identify returns the stored key and the request hash of a call of the
-// method full with the request req, or present false when the call carries
-// no key. Its error is the status that refuses the call.
-func (i *interceptor) identify(ctx context.Context, full string, req any) (key string, hash []byte, present bool, err error) {
+// identify returns the stored key, the scope ("" with WithSingleClient)
+// and the request hash of a call of the method full with the request req,
+// or present false when the call carries no key. Its error is the status
+// that refuses the call.
+func (i *interceptor) identify(ctx context.Context, full string, req any) (key, scope string, hash []byte, present bool, err error) {
 	cfg := &i.cfg
 	key, present, kerr := parseKey(metadata.ValueFromIncomingContext(ctx, cfg.keyName))
 	switch {
 	case kerr != nil:
-		return "", nil, false, refuseInvalidKey(cfg.keyName, kerr.reason).err(ctx, cfg.keyName, cfg.pushback)
+		return "", "", nil, false, refuseInvalidKey(cfg.keyName, kerr.reason).err(ctx, cfg.keyName, cfg.pushback)
 	case !present:
-		return "", nil, false, nil
+		return "", "", nil, false, nil
 	}
-	var scope string
 	if cfg.scope != nil {
 		scope, err = cfg.scope(ctx)
 		if err == nil && scope == "" {
 			err = errors.New("the scope function returned an empty scope")
 		}
 		if err != nil {
-			return "", nil, false, i.fail(ctx, full, refuseClientUnknown, fmt.Errorf("idemgrpc: scope: %w", err))
+			return "", "", nil, false, i.fail(ctx, full, refuseClientUnknown, fmt.Errorf("idemgrpc: scope: %w", err))
 		}
 	}
 	msg, err := message(req)
 	if err != nil {
-		return "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: request of %s: %w", full, err))
+		return "", "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: request of %s: %w", full, err))
 	}
 	b, err := canonicalEncoding(msg)
 	if err != nil {
-		return "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: encode the request of %s: %w", full, err))
+		return "", "", nil, false, i.fail(ctx, full, refuseInternal, fmt.Errorf("idemgrpc: encode the request of %s: %w", full, err))
 	}
 	hash = idem.Fingerprint([]byte(fingerprintVersion), []byte(scope), []byte(full), b)
-	return StoredKey(scope, key), hash, true, nil
+	return StoredKey(scope, key), scope, hash, true, nil
+}
+
+// withScope returns ctx with the call's scope, which the Store hands on to
+// the call's idem.Identity and to its Events; ctx as it is without one.
+func withScope(ctx context.Context, scope string) context.Context {
+	if scope == "" {
+		return ctx
+	}
+	return idem.WithScope(ctx, scope)
 }
 
 // method tells whether the interceptor protects the method full, and

@@ -32,14 +32,14 @@ type stepCall struct {
 // calling Run, as one that refuses a malformed request, stores nothing.
 func (i *interceptor) interceptSteps(ctx context.Context, req any, m *method, handler grpc.UnaryHandler) (any, error) {
 	cfg := &i.cfg
-	key, hash, present, err := i.identify(ctx, m.name, req)
+	key, scope, hash, present, err := i.identify(ctx, m.name, req)
 	switch {
 	case err != nil:
 		return nil, err
 	case !present:
 		return nil, refuseKeyRequired(cfg.keyName).err(ctx, cfg.keyName, cfg.pushback)
 	}
-	return handler(context.WithValue(ctx, stepsKey{}, &stepCall{i: i, m: m, key: key, hash: hash}), req)
+	return handler(context.WithValue(withScope(ctx, scope), stepsKey{}, &stepCall{i: i, m: m, key: key, hash: hash}), req)
 }
 
 // Run runs steps as the multi-step request of the call whose context is
@@ -54,7 +54,10 @@ func (i *interceptor) interceptSteps(ctx context.Context, req any, m *method, ha
 //
 // The Final step makes its answer with Reply, and a step that ends the
 // call early with idem.Finish makes a stored error with StoredError. R is
-// the method's reply type.
+// the method's reply type. Each step's context carries the call's
+// idem.Identity, with its scope: a step keys the rows it writes by
+// idem.IdentityFrom, not by the client's raw key, which two clients may
+// share.
 //
 // Run answers as the interceptor answers for DoTx, with two more cases
 // that only a multi-step call has. A call that another call is running, or

@@ -92,7 +92,11 @@
 // Then it begins a transaction and calls the handler with a
 // ResponseWriter that keeps the response in memory and a request whose
 // context carries the transaction (see Tx) and whose body reads from the
-// start. The outcome decides what the client gets:
+// start. The context carries the request's idem.Identity too, which
+// idem.IdentityFrom reads: its stored key and its scope, for the handler to
+// key its own rows by the request rather than by the client's raw key,
+// which two clients may share. The Store's Events carry the scope. The
+// outcome decides what the client gets:
 //
 //   - first request, status stored: the transaction commits, and only then
 //     does the response leave, as the handler wrote it. A commit whose

@@ -36,6 +36,13 @@ func (p *cardProvider) charge(callKey string) (string, error) {
 	return p.charges[callKey], nil
 }
 
+// request names the request whose step runs with ctx, as the Store keeps
+// it (idem.IdentityFrom), for the rows that the steps write.
+func request(ctx context.Context) string {
+	id, _ := idem.IdentityFrom(ctx)
+	return id.Key
+}
+
 func ExampleMiddleware_Steps() {
 	dir, err := os.MkdirTemp("", "idemhttp-example")
 	if err != nil {
@@ -47,7 +54,10 @@ func ExampleMiddleware_Steps() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, item TEXT NOT NULL, charge TEXT)`); err != nil {
+	// request names the order's request by its idem.Identity: the stored
+	// key, which holds the client's scope, so that two clients' requests
+	// with one Idempotency-Key are two orders.
+	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, request TEXT UNIQUE NOT NULL, item TEXT NOT NULL, charge TEXT)`); err != nil {
 		log.Fatal(err)
 	}
 	store, err := idem.New(idem.SQLite())
@@ -66,11 +76,10 @@ func ExampleMiddleware_Steps() {
 		if err := json.NewDecoder(r.Body).Decode(&order); err != nil || order.Item == "" {
 			return nil, idem.Finish(idem.Response{Status: http.StatusBadRequest, Body: []byte("no item\n")})
 		}
-		key := r.Header.Get("Idempotency-Key")
 		var chargeID string
 		return []idem.Step{
 			idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, `INSERT INTO orders (key, item) VALUES (?, ?)`, key, order.Item)
+				_, err := tx.ExecContext(ctx, `INSERT INTO orders (request, item) VALUES (?, ?)`, request(ctx), order.Item)
 				return err
 			}),
 			idem.Call("charge", func(ctx context.Context, callKey string) (err error) {
@@ -79,7 +88,7 @@ func ExampleMiddleware_Steps() {
 			}),
 			idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 				var id int64
-				err := tx.QueryRowContext(ctx, `UPDATE orders SET charge = ? WHERE key = ? RETURNING id`, chargeID, key).Scan(&id)
+				err := tx.QueryRowContext(ctx, `UPDATE orders SET charge = ? WHERE request = ? RETURNING id`, chargeID, request(ctx)).Scan(&id)
 				body := fmt.Sprintf(`{"order":%d,"charge":%q}`, id, chargeID)
 				return idem.Response{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}, err
 			}),

@@ -210,7 +210,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // documentation. The middleware itself identifies every request with the
 // same code, so the two cannot disagree. It lets a test expect the claim of
 // a request without repeating the hash's formula (see idemtest's
-// Mock.ExpectRequest), and an operator find the record of a request.
+// Mock.ExpectRequest), and an operator find the record of a request. A
+// handler or a step need not call it to know the request it serves:
+// idem.IdentityFrom reads the request's stored key and scope from the
+// context that the middleware hands it, without reading the body again.
 //
 // It reads r's body, up to the limit of WithMaxBodyBytes, and puts it back,
 // so that r can still be served. It calls the scope function with r. It
@@ -236,9 +239,19 @@ func (m *Middleware) Identify(r *http.Request) (key string, hash []byte, err err
 // identity is what the middleware knows of a protected request before it
 // claims the key.
 type identity struct {
-	key  string // the stored key, with the scope
-	hash []byte
-	body []byte
+	key   string // the stored key, with the scope
+	scope string // "" with WithSingleClient
+	hash  []byte
+	body  []byte
+}
+
+// scoped returns ctx with the request's scope, which the Store hands on
+// to the request's idem.Identity and to its Events.
+func (id identity) scoped(ctx context.Context) context.Context {
+	if id.scope == "" {
+		return ctx
+	}
+	return idem.WithScope(ctx, id.scope)
 }
 
 // Why identify found no key to claim. The handler answers each in its own
@@ -324,7 +337,7 @@ func (m *Middleware) identify(r *http.Request, putBack bool) (identity, error) {
 			return identity{}, &canonError{err}
 		}
 	}
-	return identity{key: StoredKey(scope, key), hash: requestHash(scope, r, hashed), body: body}, nil
+	return identity{key: StoredKey(scope, key), scope: scope, hash: requestHash(scope, r, hashed), body: body}, nil
 }
 
 // hashVersion is the first part of every request hash: it names the
@@ -415,7 +428,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return idem.Response{Status: resp.Status, Header: cfg.storedHeader(resp.Header), Body: resp.Body}, nil
 	}
-	res, err := m.run.DoTx(r.Context(), id.key, id.hash, serve)
+	res, err := m.run.DoTx(id.scoped(r.Context()), id.key, id.hash, serve)
 	var us *unstored
 	switch {
 	case errors.As(err, &us):

@@ -38,6 +38,11 @@ import (
 //
 // docs/phases.md in the repository has the table of outcomes.
 //
+// Each step's context carries the request's idem.Identity, with its scope,
+// as the handler's does for Handler: a step keys the rows it writes by
+// idem.IdentityFrom, not by the client's raw key, which two clients may
+// share.
+//
 // build runs for each request before anything is claimed, with a request
 // whose body reads from the start. It must build the same steps from the
 // same request, since a retry resumes with the steps its own call of build
@@ -90,7 +95,7 @@ func (h *stepsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	res, err := m.run.Run(r.Context(), id.key, id.hash, steps)
+	res, err := m.run.Run(id.scoped(r.Context()), id.key, id.hash, steps)
 	switch {
 	case err != nil:
 		cfg.report(r, err)

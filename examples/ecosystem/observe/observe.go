@@ -9,7 +9,9 @@
 //
 // Labels must be few and fixed, or a time-series database grows without
 // bound: an outcome is one of five words and an error one of five classes,
-// never an error's text.
+// never an error's text. For the same reason the client's scope
+// (idem.Event.Scope), one per API client, goes into log records, not
+// into labels.
 package observe
 
 import (

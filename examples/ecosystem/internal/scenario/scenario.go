@@ -36,6 +36,10 @@ var Calls = []Call{
 	{"database stays locked", "order-4", observe.OutcomeError, observe.ErrorRetry, 5},
 }
 
+// Scope is the client whose calls Run makes, as idemhttp and idemgrpc
+// name a client (idem.WithScope).
+const Scope = "acct_42"
+
 // Count returns how many calls of Calls match keep.
 func Count(keep func(Call) bool) int {
 	n := 0
@@ -51,7 +55,7 @@ func Count(keep func(Call) bool) int {
 // a database of testdb, and fails t if a call does not end as listed.
 func Run(t *testing.T, db *testdb.DB, store *idem.Store) {
 	t.Helper()
-	ctx := t.Context()
+	ctx := idem.WithScope(t.Context(), Scope)
 	order := func(item string) idem.Func {
 		return func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES (?)`, item); err != nil {

@@ -50,6 +50,9 @@ func Level(e idem.Event) slog.Level {
 //     with error (the error's text) and error_type (see observe.ErrorType).
 //   - key_hash: the Event's hash of the key. The key itself is never
 //     logged: clients may put in it what they consider private.
+//   - scope: the client's scope (idem.Event.Scope), which idemhttp and
+//     idemgrpc name, when the call has one: with key_hash, it tells two
+//     clients' requests apart.
 //   - claim_wait and duration, as durations, and attempts.
 //   - kind and step, for the Events of multi-step requests that are not
 //     calls (see idem.EventKind).
@@ -65,7 +68,7 @@ func New(logger *slog.Logger) func(context.Context, idem.Event) {
 		if !logger.Enabled(ctx, level) {
 			return // skip building attributes no one will see
 		}
-		attrs := make([]slog.Attr, 0, 9)
+		attrs := make([]slog.Attr, 0, 10)
 		if e.Kind != idem.EventCall {
 			attrs = append(attrs, slog.String("kind", e.Kind.String()), slog.String("step", e.Step))
 		}
@@ -73,8 +76,11 @@ func New(logger *slog.Logger) func(context.Context, idem.Event) {
 		if e.Err != nil {
 			attrs = append(attrs, slog.String("error", e.Err.Error()), slog.String("error_type", observe.ErrorType(e.Err)))
 		}
+		attrs = append(attrs, slog.String("key_hash", e.KeyHash))
+		if e.Scope != "" {
+			attrs = append(attrs, slog.String("scope", e.Scope))
+		}
 		attrs = append(attrs,
-			slog.String("key_hash", e.KeyHash),
 			slog.Duration("claim_wait", e.ClaimWait),
 			slog.Duration("duration", e.Duration),
 			slog.Int("attempts", e.Attempts),

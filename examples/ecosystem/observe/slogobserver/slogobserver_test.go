@@ -29,6 +29,7 @@ func TestRecords(t *testing.T) {
 		Error     *string `json:"error"`
 		ErrorType string  `json:"error_type"`
 		KeyHash   string  `json:"key_hash"`
+		Scope     string  `json:"scope"`
 		ClaimWait *int64  `json:"claim_wait"` // nanoseconds, as the JSON handler writes durations
 		Duration  *int64  `json:"duration"`
 		Attempts  int     `json:"attempts"`
@@ -70,6 +71,8 @@ func TestRecords(t *testing.T) {
 			t.Errorf("%s: claim_wait %v, duration %v", c.Name, r.ClaimWait, r.Duration)
 		case !hex16.MatchString(r.KeyHash):
 			t.Errorf("%s: key_hash %q", c.Name, r.KeyHash)
+		case r.Scope != scenario.Scope:
+			t.Errorf("%s: scope %q, want %q", c.Name, r.Scope, scenario.Scope)
 		}
 		if key, ok := hashes[r.KeyHash]; ok && key != c.Key {
 			t.Errorf("keys %q and %q share the hash %s", key, c.Key, r.KeyHash)
