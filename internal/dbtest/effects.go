@@ -124,6 +124,22 @@ func (fx *Effects) Count(t testing.TB, key string) int {
 	return fx.count(t, " WHERE k = "+fx.dialect.Placeholder(1), EffectKey(key))
 }
 
+// Delete deletes the effect rows of key, as an operator who undid them
+// would.
+func (fx *Effects) Delete(t testing.TB, key string) {
+	t.Helper()
+	where := " WHERE k = " + fx.dialect.Placeholder(1)
+	switch {
+	case sharded(fx.dialect):
+		where = " WHERE rk = UNHEX(?)" // on the key's shard alone
+	case fx.raw:
+		where = " WHERE rk = decode($1, 'hex')"
+	}
+	if _, err := fx.db.ExecContext(context.Background(), "DELETE FROM "+fx.Table+where, EffectKey(key)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Total counts the effect rows of every key.
 func (fx *Effects) Total(t testing.TB) int {
 	t.Helper()

@@ -118,3 +118,23 @@ func (e *Env) Hold(t testing.TB, key string, hash []byte, resp idem.Response) *s
 	}
 	return tx
 }
+
+// ClearIncarnation sets the incarnation of the record of key to zero, as
+// a record holds that was created before its table had the column
+// (docs/operations.md, "Upgrading the table"), for a store without a shard
+// column.
+func (e *Env) ClearIncarnation(t testing.TB, key string) {
+	t.Helper()
+	column := "key"
+	switch e.Dialect.Name() {
+	case "mysql", "mariadb", "tidb", "vitess":
+		column = "`key`"
+	}
+	res, err := e.DB.ExecContext(context.Background(), "UPDATE "+e.Table+" SET incarnation = 0 WHERE "+column+" = "+e.Dialect.Placeholder(1), []byte(key))
+	if err != nil {
+		t.Fatalf("clear the incarnation of %q: %v", key, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("clear the incarnation of %q: %d rows, %v; want its record", key, n, err)
+	}
+}
