@@ -425,9 +425,9 @@ func (r *stepRun[TX]) begin(ctx context.Context) (taken, error) {
 				return taken{}, err
 			}
 		}
-		v.prevToken = p.token
+		v.prevToken, v.incarnation = p.token, p.incarnation
 		inFlight = res
-		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: v.token}
+		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), Incarnation: p.incarnation, token: v.token}
 		tookOver = p
 		end, op = s.steps.takeover, "take over"
 	}
@@ -480,10 +480,10 @@ func (r *stepRun[TX]) adopt(p *progress) (taken, error) {
 		return taken{}, err
 	}
 	v := r.s.newValues(r.key, r.shard, r.reqHash)
-	v.token, v.prevToken = p.token, p.token
+	v.token, v.prevToken, v.incarnation = p.token, p.token, p.incarnation
 	v.lease = r.s.lease.Microseconds()
 	r.v = v
-	res := Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: p.token}
+	res := Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), Incarnation: p.incarnation, token: p.token}
 	return taken{res: res, next: next}, nil
 }
 
@@ -530,10 +530,11 @@ func (r *stepRun[TX]) landedLate(ctx context.Context) (resp *Response, ok bool, 
 }
 
 // progress is where an unfinished multi-step request stands, and now, the
-// database's clock when it was read, which its lease is compared with.
+// database's clock when it was read, which its lease is compared with; and
+// the record's incarnation, which a takeover of the request keeps.
 type progress struct {
-	phase                             string
-	leaseUntil, token, createdAt, now int64
+	phase                                          string
+	leaseUntil, token, createdAt, now, incarnation int64
 }
 
 // progress reads the progress of v's key in tx: nil when the key has no
@@ -545,7 +546,8 @@ func (s *Store) progress(ctx context.Context, tx driver.Tx, v *values) (*progres
 		lease sql.NullInt64
 	)
 	v.clockOffset = s.dbClockOffset()
-	err := tx.QueryRow(ctx, s.steps.progress.query, s.steps.progress.args(v), &phase, &lease, &p.token, &p.createdAt, &p.now)
+	dest := []any{&phase, &lease, &p.token, &p.createdAt, &p.now, &p.incarnation}
+	err := tx.QueryRow(ctx, s.steps.progress.query, s.steps.progress.args(v), s.withIncarnation(dest)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
