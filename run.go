@@ -70,11 +70,14 @@ func Final[TX any](name string, fn func(ctx context.Context, tx TX) (Response, e
 }
 
 // Call is a step that calls another system, between two phases and
-// outside any transaction. fn gets callKey, CallKey(key, name), to send as
-// its idempotency key: a call runs again when the request is resumed before
-// the next phase committed, and the other system must then answer it as a
-// retry. Whatever a later step needs from the answer, the next phase
-// stores. fn may end the request by returning Finish(resp), as for a
+// outside any transaction. fn gets callKey, the call key of the step for
+// the request's record (Identity.CallKey), to send as its idempotency key:
+// a call runs again when the request is resumed before the next phase
+// committed, with the same call key, and the other system must then answer
+// it as a retry; a new request with the key, once the record was
+// forgotten, released or expired, or another customer's (WithShardColumn),
+// sends another. Whatever a later step needs from the answer, the next
+// phase stores. fn may end the request by returning Finish(resp), as for a
 // declined card: resp is stored as the final response in a transaction of
 // its own.
 func Call(name string, fn func(ctx context.Context, callKey string) error) Step {
@@ -105,11 +108,16 @@ func (f *finish) Error() string {
 	return fmt.Sprintf("idem: request finished early with status %d", f.resp.Status)
 }
 
-// CallKey returns the idempotency key that the step named step of the
-// request with key sends to another system: "idem-" followed by the first
-// 16 bytes, in lower-case hex, of the SHA-256 of key, a zero byte and step.
-// It is stable across versions, so that any service can compute it, and
-// says nothing of key.
+// CallKey returns the call key of the step named step of the request with
+// key in the form without an incarnation: "idem-" followed by the first 16
+// bytes, in lower-case hex, of the SHA-256 of key, a zero byte and step.
+// Run sends it for a record without an incarnation, created before its
+// table had the column, which is the key that such a request sent before
+// the upgrade; a caller that derives call keys of its own, outside Run,
+// may use it. It is stable across versions, so that any service can
+// compute it, and says nothing of key. For every other record, Run sends
+// Identity.CallKey, which tells the records of one key apart: a request
+// after Forget, ReleaseUndone or an expiry, and another customer's.
 func CallKey(key, step string) string {
 	h := sha256.New()
 	h.Write([]byte(key))
@@ -323,13 +331,20 @@ func (r *stepRun[TX]) call(ctx context.Context, st Step) error {
 	done := make(chan struct{})
 	lost := make(chan error, 1)
 	go func() { lost <- r.renew(ctx, st.name, done, cancel) }()
-	err := st.call(ctx, CallKey(r.key, st.name))
+	err := st.call(ctx, r.identity(ctx).CallKey(st.name))
 	close(done)
 	// The renewal has ended before the next statement uses r.v.
 	if lerr := <-lost; lerr != nil {
 		return lerr
 	}
 	return err
+}
+
+// identity is the Identity of the request that r runs, once r holds it:
+// its stored key, the scope that an adapter put in ctx, its shard value
+// and the incarnation of its record.
+func (r *stepRun[TX]) identity(ctx context.Context) Identity {
+	return Identity{Key: r.key, Scope: scopeFrom(ctx), Shard: r.shard, Incarnation: r.v.incarnation}
 }
 
 // renew renews the lease of r's request until done is closed or ctx ends,
