@@ -50,6 +50,17 @@ var faults = []struct {
 			st.Run.Advance = strings.Replace(st.Run.Advance, " AND token = {prev_token}", "", 1)
 		}}
 	}},
+	// A claim, and a takeover of an expired record, that write no
+	// incarnation (0, while the Store binds one): every record of a key
+	// then sends the call keys of the one before, and the provider answers
+	// a new request with an old request's charge.
+	{name: "no-incarnation", property: "CallKeysPerRecord", says: "as Lookup reads it", dialect: func(d idem.Dialect) idem.Dialect {
+		return badStatements{Dialect: d, change: func(st *dialect.Statements) {
+			for _, q := range []*string{&st.Claim, &st.ClaimWrite, &st.Takeover} {
+				*q = strings.ReplaceAll(*q, "{incarnation}", "0 * {incarnation}")
+			}
+		}}
+	}},
 	// A table with a shard column whose purge names the batch's records
 	// by their key alone: it deletes, beside each expired record, the live
 	// records of other shard values with the same key. The fault is in
