@@ -130,6 +130,8 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"Resume", testResume},
 		{"Forget", testForget},
 		{"ForgetNeverTakesARunningRequest", testForgetRunning},
+		{"Incarnation", testIncarnation},
+		{"RunIncarnation", testRunIncarnation},
 		{"ShardColumn", testShardColumn},
 		{"ShardColumnPurge", testShardColumnPurge},
 		{"ShardColumnResume", testShardColumnResume},

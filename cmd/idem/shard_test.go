@@ -44,17 +44,12 @@ func TestShardValue(t *testing.T) {
 	}
 }
 
-// dropClaimAtEnd drops the claim's procedure that the MySQL dialect's
+// dropClaimAtEnd drops the claim's procedures that the MySQL dialect's
 // Migrate makes beside tb's table, when the test ends.
 func (tb *testDB) dropClaimAtEnd(t *testing.T) {
-	if tb.Dialect.Name() != "mysql" {
-		return
+	if tb.Dialect.Name() == "mysql" {
+		dbtest.DropProceduresAtEnd(t, tb.db, tb.table)
 	}
-	t.Cleanup(func() {
-		if _, err := tb.db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+tb.table+"_claim"); err != nil {
-			t.Errorf("drop %s_claim: %v", tb.table, err)
-		}
-	})
 }
 
 // TestSchemaShardColumn: idem schema -shard-column prints the table of a

@@ -80,6 +80,19 @@ func dropAtEnd(t testing.TB, db *sql.DB, table string) {
 	})
 }
 
+// DropProceduresAtEnd drops, at the end of t, the procedures of table's
+// claim that the MySQL dialect's Migrate makes beside it: the first, for
+// binaries of earlier versions, and the current one.
+func DropProceduresAtEnd(t testing.TB, db *sql.DB, table string) {
+	t.Cleanup(func() {
+		for _, suffix := range []string{"_claim", "_claim2"} {
+			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+table+suffix); err != nil {
+				t.Errorf("drop %s%s: %v", table, suffix, err)
+			}
+		}
+	})
+}
+
 // InsertSQL is the statement that Insert sends: its arguments are the
 // EffectKey of the key, and the note.
 func (fx *Effects) InsertSQL() string {

@@ -41,12 +41,8 @@ func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 		addVindex(t, db, e.Table, "`key`")
 	}
 	if d.Name() == "mysql" {
-		// The MySQL dialect's Migrate creates the claim's procedure too.
-		t.Cleanup(func() {
-			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+e.Table+"_claim"); err != nil {
-				t.Errorf("drop %s_claim: %v", e.Table, err)
-			}
-		})
+		// The MySQL dialect's Migrate creates the claim's procedures too.
+		DropProceduresAtEnd(t, db, e.Table)
 	}
 	e.Effects = NewEffects(t, d, db, "effects_"+suffix)
 	if IsDistributed(db) {
