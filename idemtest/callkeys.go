@@ -54,6 +54,19 @@ func distinct(keys []string) bool {
 	return true
 }
 
+// fromRecord fails the test unless callKey, which a request's call got, is
+// the call key of the step charge of key's record, as an operator computes
+// it from the incarnation that Lookup reads (docs/operations.md), and that
+// incarnation is not zero.
+func fromRecord(t *testing.T, e *env, key, callKey string) {
+	t.Helper()
+	res, err := e.store.Lookup(context.Background(), e.db, key)
+	wantOutcome(t, res, err, idem.Replay)
+	if want := (idem.Identity{Key: key, Incarnation: res.Incarnation}).CallKey("charge"); res.Incarnation == 0 || callKey != want {
+		t.Errorf("%s: the call got %q, and the record holds incarnation %d, as Lookup reads it: want a nonzero one, whose call key (Identity.CallKey) is the call's", key, callKey, res.Incarnation)
+	}
+}
+
 // testCallKeysPerRecord runs a key's request again after each end of its
 // record: after ReleaseUndone, after Forget and after the record expired
 // and a claim took it over, the new request's call gets a call key that no
@@ -78,13 +91,8 @@ func testCallKeysPerRecord(t *testing.T, s *suite) {
 		t.Helper()
 		res, err := r.run(e.store, hashA)
 		wantOutcome(t, res, err, idem.Claimed)
-		// What an operator computes from the record is what the call got.
-		looked, err := e.store.Lookup(ctx, e.db, "k")
-		wantOutcome(t, looked, err, idem.Replay)
 		got := keys.all()
-		if want := (idem.Identity{Key: "k", Incarnation: looked.Incarnation}).CallKey("charge"); looked.Incarnation == 0 || got[len(got)-1] != want {
-			t.Errorf("the call got %q, and the record holds incarnation %d, as Lookup reads it: want a nonzero one, whose call key (Identity.CallKey) is the call's", got[len(got)-1], looked.Incarnation)
-		}
+		fromRecord(t, e, "k", got[len(got)-1])
 	}
 	again()
 	if err := e.drv.Forget(ctx, e.store, "k"); err != nil {
@@ -143,6 +151,7 @@ func testCallKeysKept(t *testing.T, s *suite) {
 	if got := retried.all(); len(got) != 2 || got[0] != got[1] {
 		t.Errorf("call keys %q of a request and of the retry that resumed it: want the same twice", got)
 	}
+	fromRecord(t, e, "retried", retried.all()[0])
 
 	first := hold(t, e, "taken")
 	offset.Store(int64(2 * time.Minute)) // the first runner's lease has run out
@@ -156,6 +165,7 @@ func testCallKeysKept(t *testing.T, s *suite) {
 	if first.callKey != second.callKey {
 		t.Errorf("call keys %q of a runner and %q of the runner that took its request over: want the same", first.callKey, second.callKey)
 	}
+	fromRecord(t, e, "taken", first.callKey)
 
 	var resumed callKeys
 	gone := &request{e: e, key: "resumed", call: resumed.note(down)}
@@ -177,4 +187,5 @@ func testCallKeysKept(t *testing.T, s *suite) {
 	if got := resumed.all(); len(got) != 2 || got[0] != got[1] {
 		t.Errorf("call keys %q of a request and of Resume, which finished it: want the same twice", got)
 	}
+	fromRecord(t, e, "resumed", resumed.all()[0])
 }

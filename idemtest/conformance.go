@@ -43,11 +43,12 @@ import (
 // dialect without Run statements skips those, saying so. Forget deletes a
 // finished record so that its key runs anew, and never one whose request
 // a transaction or a live lease holds. The call key that Run hands a Call
-// step names one record, by the incarnation that d's claim writes: the
-// next record of a key, after ReleaseUndone, Forget or the takeover of an
-// expired record, gives its call a new one (CallKeysPerRecord), and one
-// record keeps its own across a retry that resumes it, a takeover after
-// its lease ran out and Resume (CallKeysKept).
+// step names one record, by the incarnation that d's claim writes, and is
+// the one that an operator computes from the incarnation that Lookup
+// reads: the next record of a key, after ReleaseUndone, Forget or the
+// takeover of an expired record, gives its call a new one
+// (CallKeysPerRecord), and one record keeps its own across a retry that
+// resumes it, a takeover after its lease ran out and Resume (CallKeysKept).
 //
 // Where d implements dialect.ShardColumn, four more run on a store with
 // idem.WithShardColumn("BIGINT") (dbtest.ShardType), whose requests place
@@ -61,10 +62,9 @@ import (
 // value, and Resume puts it in the steps' context) and
 // CallKeysPerShardValue (two customers' records of one key give their
 // calls two call keys). Where it does not, they check that New refuses the
-// option, and skip. Through idem.Vitess()
-// idem's table is sharded by shard_key and the orders by customer_id with
-// the xxhash vindex, and on a Citus coordinator both are distributed by
-// those columns, co-located.
+// option, and skip. Through idem.Vitess() idem's table is sharded by
+// shard_key and the orders by customer_id with the xxhash vindex, and on a
+// Citus coordinator both are distributed by those columns, co-located.
 //
 // The properties read what d declares in its Capabilities (see
 // dialect.CapabilitiesOf): a dialect whose database lets one transaction write
