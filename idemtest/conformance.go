@@ -42,7 +42,11 @@ import (
 // is driven to its end by Resume that backs off after a failure. A
 // dialect without Run statements skips those, saying so. Forget deletes a
 // finished record so that its key runs anew, and never one whose request
-// a transaction or a live lease holds.
+// a transaction or a live lease holds. Each record has an incarnation of
+// its own (Incarnation, and RunIncarnation through Run's statements): its
+// claim writes a nonzero one, which replays, phases, resumes and the
+// takeover of a live request keep, and the request after Forget, a release
+// or the expiry of the record gets another.
 //
 // Where d implements dialect.ShardColumn, three more run on a store with
 // idem.WithShardColumn("BIGINT") (dbtest.ShardType), whose requests place
