@@ -141,8 +141,9 @@ func TestPreviousStatementsArePinned(t *testing.T) {
 // TestRollingUpgrade runs the binaries of two versions on one table, as a
 // rolling upgrade does: a Store with the statements of the version before
 // incarnations (previousDialect; on MySQL, its claim procedure) writes
-// records in the table of that version, Migrate of this version adds the
-// column (and the MySQL dialect's new procedure), and then each Store
+// records in the table of that version, a Store of this version fails to
+// claim until Migrate of this version adds the column (and the MySQL
+// dialect's new procedure), and then each Store
 // claims, replays, resumes and takes over the other's records. The
 // records that the old binaries create hold incarnation 0 and keep it;
 // those that the new ones create get their own, which the old binaries'
@@ -201,8 +202,13 @@ func TestRollingUpgrade(t *testing.T) {
 		want("the old binary's claim of a key to expire", res, err, idem.Claimed, 0)
 
 		// The upgrade: this version's Migrate, as a new binary runs it
-		// first, while the old ones go on.
+		// first, while the old ones go on. A new binary's claim needs it.
 		store := newStore(t, tg.Dialect, e.Table, opts...)
+		if _, err := store.DoTx(ctx, db, nil, "too-early", hashA, respond(created)); err == nil {
+			t.Fatal("the new binary's claim before Migrate succeeded, want the missing column's error")
+		} else if tg.Dialect.Name() == "mysql" && !strings.Contains(err.Error(), "run it first") {
+			t.Errorf("the new binary's claim before Migrate: %v, want the hint to run Migrate", err)
+		}
 		if err := store.Migrate(ctx, db); err != nil {
 			t.Fatalf("Migrate over the previous version's table: %v", err)
 		}

@@ -129,7 +129,7 @@ func claimProcedureSQL(table string, kk keying) string {
 
 // firstClaimProcedureSQL creates the claim's procedure of the versions
 // before records had an incarnation (firstClaimProcedure), as they created
-// it, byte for byte (TestFirstClaimProcedureUnchanged), for their binaries
+// it, byte for byte (TestPreviousStatementsArePinned), for their binaries
 // to call during a rolling upgrade (see MySQL): claimProcedureSQL without
 // the incarnation, which the records that it creates hold 0 in, and those
 // that it takes over keep as it was.

@@ -42,13 +42,17 @@ import (
 // is driven to its end by Resume that backs off after a failure. A
 // dialect without Run statements skips those, saying so. Forget deletes a
 // finished record so that its key runs anew, and never one whose request
-// a transaction or a live lease holds. The call key that Run hands a Call
-// step names one record, by the incarnation that d's claim writes, and is
-// the one that an operator computes from the incarnation that Lookup
-// reads: the next record of a key, after ReleaseUndone, Forget or the
-// takeover of an expired record, gives its call a new one
-// (CallKeysPerRecord), and one record keeps its own across a retry that
-// resumes it, a takeover after its lease ran out and Resume (CallKeysKept).
+// a transaction or a live lease holds. Each record has an incarnation of
+// its own (Incarnation, and RunIncarnation through Run's statements): its
+// claim writes a nonzero one, which replays, phases, resumes and the
+// takeover of a live request keep, and the request after Forget, a release
+// or the expiry of the record gets another. The call key that Run hands a
+// Call step names one record by it, and is the one that an operator
+// computes from the incarnation that Lookup reads: the next record of a
+// key, after ReleaseUndone, Forget or the takeover of an expired record,
+// gives its call a new one (CallKeysPerRecord), and one record keeps its
+// own across a retry that resumes it, a takeover after its lease ran out
+// and Resume (CallKeysKept).
 //
 // Where d implements dialect.ShardColumn, four more run on a store with
 // idem.WithShardColumn("BIGINT") (dbtest.ShardType), whose requests place

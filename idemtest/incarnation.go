@@ -105,8 +105,8 @@ func testIncarnation(t *testing.T, s *suite) {
 // testRunIncarnation: a multi-step request keeps the incarnation of its
 // record through its phases, a retry that resumes it, a takeover after its
 // runner's lease ran out, and Resume, in every answer and in Unfinished;
-// the request after ReleaseUndone, and the one that takes over its
-// finished record once it expired, get new ones.
+// the request after ReleaseUndone or ReleaseWithoutEffect, and the one that
+// takes over a finished record once it expired, get new ones.
 func testRunIncarnation(t *testing.T, s *suite) {
 	skipWithoutRun(t, s)
 	ctx := context.Background()
@@ -208,6 +208,23 @@ func testRunIncarnation(t *testing.T, s *suite) {
 	res, err = released.run(e.store, hashA)
 	wantOutcome(t, res, err, idem.Claimed)
 	seen.fresh(t, "the request after ReleaseUndone", res)
+
+	// Released before any phase committed, likewise.
+	early := func(call func(context.Context, string) error) []idem.Step {
+		return []idem.Step{idem.Call("charge", call), e.drv.Final("confirm", e.effect("early", created))}
+	}
+	if _, err := e.drv.Run(ctx, e.store, "early", hashA, early(func(context.Context, string) error { return down })...); !errors.Is(err, down) {
+		t.Fatalf("Run with a failing first call: %v, want its error", err)
+	}
+	res, err = e.store.Lookup(ctx, e.db, "early")
+	wantOutcome(t, res, err, idem.InFlight)
+	seen.fresh(t, "the record of a request to release before its first phase", res)
+	if err := e.store.ReleaseWithoutEffect(ctx, e.db, "early"); err != nil {
+		t.Fatalf("ReleaseWithoutEffect: %v", err)
+	}
+	res, err = e.drv.Run(ctx, e.store, "early", hashA, early(func(context.Context, string) error { return nil })...)
+	wantOutcome(t, res, err, idem.Claimed)
+	seen.fresh(t, "the request after ReleaseWithoutEffect", res)
 
 	// Expired, a finished request's record is taken over by a new one.
 	c.Advance(2 * time.Hour)
