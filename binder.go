@@ -40,6 +40,10 @@ const (
 	paramPrevToken
 	paramBackoffBase
 	paramBackoffMax
+	// paramIncarnation is the incarnation of the record that a claim
+	// creates, which only the claims and the takeover of an expired
+	// record bind.
+	paramIncarnation
 )
 
 // paramNames are the names of the parameters in SQL, as {name}.
@@ -64,6 +68,7 @@ var paramNames = [...]string{
 	paramPrevToken:   "prev_token",
 	paramBackoffBase: "backoff_base",
 	paramBackoffMax:  "backoff_max",
+	paramIncarnation: "incarnation",
 }
 
 func paramByName(name string) (param, bool) {
@@ -93,6 +98,10 @@ type values struct {
 	phase            string // a multi-step request's recovery point
 	lease, prevToken int64  // its lease's length, and the token it takes over
 	clockOffset      int64  // added to the database's clock (internal/testhook)
+	// incarnation is the incarnation of the record that the claim
+	// creates (newIncarnation), and, once a call owns a record, that
+	// record's: 0 where the dialect's records have none.
+	incarnation int64
 	// work is the context of the work of the claim's request, with its
 	// Identity (Store.work), kept here so that it costs no allocation of
 	// its own.
@@ -146,6 +155,8 @@ func (v *values) get(p param) any {
 		return resumeBackoffBase.Microseconds()
 	case paramBackoffMax:
 		return resumeBackoffMax.Microseconds()
+	case paramIncarnation:
+		return v.incarnation
 	default:
 		return v.lockID
 	}

@@ -50,6 +50,19 @@ var faults = []struct {
 			st.Run.Advance = strings.Replace(st.Run.Advance, " AND token = {prev_token}", "", 1)
 		}}
 	}},
+	// A dialect whose claim writes no incarnation, as the built-in
+	// dialects before incarnations, and a dialect written outside the
+	// module then: it works on, its records reading 0, but it breaks
+	// the contract of incarnations.
+	{name: "no-incarnation", property: "Incarnation", says: "the dialect writes no incarnation", dialect: func(d idem.Dialect) idem.Dialect {
+		return previousDialect{d}
+	}},
+	// The same dialect, through Run: every record of a key sends the call
+	// keys of the one before, and a provider answers a new request with an
+	// old request's charge.
+	{name: "no-incarnation-call-keys", property: "CallKeysPerRecord", says: "as Lookup reads it", dialect: func(d idem.Dialect) idem.Dialect {
+		return previousDialect{d}
+	}},
 	// A table with a shard column whose purge names the batch's records
 	// by their key alone: it deletes, beside each expired record, the live
 	// records of other shard values with the same key. The fault is in

@@ -92,6 +92,18 @@ type Result struct {
 	// finished, or takes it over from a runner that died. It is zero for
 	// the other answers. An HTTP service can send it as Retry-After.
 	LeaseLeft time.Duration
+	// Incarnation tells the record answered from apart from every other
+	// record that its key has had or will have (see Identity): for
+	// Claimed, the record that this call created, or, for Run, the
+	// request that it resumed; for Replay, Mismatch and InFlight, the
+	// record found. A random nonzero number that the claim which created
+	// the record wrote, and that no later phase, resume or takeover of a
+	// live request changes; the request that follows a Forget, a release
+	// or the expiry of the record gets another. It is zero for a record
+	// created before its table had the column (docs/operations.md,
+	// "Upgrading the table"), for a dialect whose statements write none,
+	// and for an InFlight key whose record is not visible.
+	Incarnation int64
 
 	token int64 // the claim that wrote the record answered from
 }
@@ -168,7 +180,8 @@ func (s *Store) doCall(ctx context.Context, tx driver.Tx, key string, reqHash []
 
 // newValues returns the values of one claim of key under shard (nil in a
 // table without a shard column) for reqHash, stamped with the Store's
-// clock, a new claim token and the key's lock number.
+// clock, a new claim token, the incarnation of the record it would create,
+// where the dialect writes one, and the key's lock number.
 func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 	now := s.clock().UnixMicro()
 	v := &values{
@@ -178,6 +191,9 @@ func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 		createdAt:   now,
 		expiresAt:   addMicros(now, s.retention),
 		token:       s.newToken(),
+	}
+	if s.incarnations {
+		v.incarnation = newIncarnation()
 	}
 	if s.claim.uses(paramLockID) || s.claimHeld.uses(paramLockID) {
 		v.lockID = lockID(v.key)

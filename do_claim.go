@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
@@ -92,7 +93,7 @@ func (s *Store) claimKey(ctx context.Context, tx driver.Tx, v *values, first *cl
 				return Result{}, false, s.wrap("take over expired key", err)
 			}
 			if n == 1 {
-				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt}), true, nil
+				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token, incarnation: v.incarnation}), true, nil
 			}
 			unsettled++
 		default:
@@ -145,7 +146,7 @@ func (s *Store) readClaim(v *values, claim, lost, held func(dest ...any) error) 
 	if errors.Is(a.err, sql.ErrNoRows) {
 		switch {
 		case s.claimedWithoutRow:
-			return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token}, claimed: true}
+			return claimAnswer{rec: &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token, incarnation: v.incarnation}, claimed: true}
 		case s.claimLost.query != "":
 			a.rec, a.claimed, a.busy, a.err = s.scanClaim(lost)
 		}
@@ -165,15 +166,15 @@ func (s *Store) scanClaim(scan func(dest ...any) error) (rec *record, claimed, b
 	// One value holds every destination of Scan, and the list of them,
 	// so that they escape to the heap together, in one allocation.
 	var dst struct {
-		rec                     record
-		claimed, busy           bool
-		status                  sql.NullInt64
-		created, expires, token sql.NullInt64
-		list                    [10]any
+		rec                                  record
+		claimed, busy                        bool
+		status                               sql.NullInt64
+		created, expires, token, incarnation sql.NullInt64
+		list                                 [11]any
 	}
 	r := &dst.rec
-	dst.list = [...]any{&dst.claimed, &dst.busy, &r.requestHash, &dst.status, &r.header, &r.body, &r.checksum, &dst.created, &dst.expires, &dst.token}
-	err = scan(dst.list[:]...)
+	dst.list = [...]any{&dst.claimed, &dst.busy, &r.requestHash, &dst.status, &r.header, &r.body, &r.checksum, &dst.created, &dst.expires, &dst.token, &dst.incarnation}
+	err = scan(s.withIncarnation(dst.list[:])...)
 	if err != nil {
 		return nil, false, false, err
 	}
@@ -181,8 +182,18 @@ func (s *Store) scanClaim(scan func(dest ...any) error) (rec *record, claimed, b
 		return nil, false, dst.busy, nil
 	}
 	r.finished, r.status = dst.status.Valid, dst.status.Int64
-	r.createdAt, r.expiresAt, r.token = dst.created.Int64, dst.expires.Int64, dst.token.Int64
+	r.createdAt, r.expiresAt, r.token, r.incarnation = dst.created.Int64, dst.expires.Int64, dst.token.Int64, dst.incarnation.Int64
 	return r, dst.claimed, dst.busy, nil
+}
+
+// withIncarnation returns dest, the destinations of a row whose last is the
+// incarnation's, without that one where the dialect's records have none:
+// its statements then return no such column.
+func (s *Store) withIncarnation(dest []any) []any {
+	if s.incarnations {
+		return dest
+	}
+	return dest[:len(dest)-1]
 }
 
 // find runs the lookup statement for the record of key under shard, the
@@ -232,20 +243,20 @@ func (c committedReads) QueryRow(ctx context.Context, query string, args []any, 
 func (s *Store) scanRecord(scan func(dest ...any) error) (*record, error) {
 	// As in scanClaim, one allocation holds the destinations and their list.
 	var row struct {
-		rec           record
-		status, token sql.NullInt64
-		list          [8]any
+		rec                        record
+		status, token, incarnation sql.NullInt64
+		list                       [9]any
 	}
 	r := &row.rec
-	row.list = [...]any{&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt, &row.token}
-	err := scan(row.list[:]...)
+	row.list = [...]any{&r.requestHash, &row.status, &r.header, &r.body, &r.checksum, &r.createdAt, &r.expiresAt, &row.token, &row.incarnation}
+	err := scan(s.withIncarnation(row.list[:])...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.finished, r.status, r.token = row.status.Valid, row.status.Int64, row.token.Int64
+	r.finished, r.status, r.token, r.incarnation = row.status.Valid, row.status.Int64, row.token.Int64, row.incarnation.Int64
 	return r, nil
 }
 
@@ -268,7 +279,7 @@ func (s *Store) decide(key, requestHash []byte, rec *record) (Result, error) {
 }
 
 func (s *Store) result(o Outcome, rec *record) Result {
-	res := Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), token: rec.token}
+	res := Result{Outcome: o, CreatedAt: time.UnixMicro(rec.createdAt), Incarnation: rec.incarnation, token: rec.token}
 	if rec.expiresAt != never {
 		res.ExpiresAt = time.UnixMicro(rec.expiresAt)
 	}
@@ -290,6 +301,21 @@ func (s *Store) newToken() int64 {
 	for {
 		if t := int64(s.tokens.Add(1)); t != 0 {
 			return t
+		}
+	}
+}
+
+// newIncarnation returns the incarnation of a record that a claim would
+// create: random, from crypto/rand, so that no two records of any key in
+// any process share one but by a chance of about one in 2^63 (a counter,
+// as tokens are, would make the records of two Stores collide); and never
+// 0, which marks the records created before incarnations were stored.
+func newIncarnation() int64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // never fails: it aborts the program instead (crypto/rand)
+		if n := int64(binary.BigEndian.Uint64(b[:])); n != 0 {
+			return n
 		}
 	}
 }

@@ -18,6 +18,9 @@ type record struct {
 	createdAt   int64
 	expiresAt   int64
 	token       int64 // the claim that wrote it; 0 before tokens were stored
+	// incarnation is the record's incarnation (Result.Incarnation); 0
+	// before incarnations were stored, or where the dialect has none.
+	incarnation int64
 }
 
 // live reports whether the record still counts at now (microseconds).

@@ -44,9 +44,9 @@
 // [Store.Run] is for a request that must call another system in the middle
 // of its work, such as a payment provider: its steps are phases ([Phase],
 // [Final]), each committed in a transaction of its own with the request's
-// recovery point, and calls ([Call]) between them, each given a key derived
-// from the request's ([CallKey]) for the other system to deduplicate by. A
-// retry resumes after the last committed phase. A lease ([WithLease]) keeps
+// recovery point, and calls ([Call]) between them, each given a call key
+// of the request's record ([Identity.CallKey]) for the other system to
+// deduplicate by. A retry resumes after the last committed phase. A lease ([WithLease]) keeps
 // one runner at a time, and a runner whose lease was taken over can commit
 // no phase ([ErrLeaseLost]).
 //

@@ -75,8 +75,8 @@ func (s *Store) work(ctx context.Context, key string, v *values) context.Context
 	v.work = workContext{Context: ctx, id: Identity{
 		Key:   key,
 		Scope: scopeFrom(ctx),
-		Shard: v.shard,
-		// Incarnation: the claim's, which v holds, is filled in here.
+		Shard:       v.shard,
+		Incarnation: v.incarnation,
 	}}
 	return &v.work
 }

@@ -237,6 +237,24 @@ func TestNewChecksDialectStatements(t *testing.T) {
 		{"a claim lost that cannot have a value of the claim", func(st *dialect.Statements) {
 			st.ClaimLost += " AND {token} <> 0"
 		}, false, idem.Postgres()},
+		// A takeover writes an incarnation where the claim does, and only
+		// there; a statement that changes no record cannot bind one.
+		{"a takeover without the claim's incarnation", func(st *dialect.Statements) {
+			st.Takeover = strings.Replace(st.Takeover, "incarnation = {incarnation}, ", "", 1)
+		}, false, nil},
+		{"an incarnation in the takeover alone", func(st *dialect.Statements) {
+			st.Claim = strings.Replace(st.Claim, ", {incarnation})", ", 0)", 1)
+		}, false, nil},
+		{"no incarnation at all", func(st *dialect.Statements) {
+			st.Claim = strings.Replace(st.Claim, ", {incarnation})", ", 0)", 1)
+			st.Takeover = strings.Replace(st.Takeover, "incarnation = {incarnation}, ", "", 1)
+		}, true, nil},
+		{"an incarnation in a statement that creates no record", func(st *dialect.Statements) {
+			st.Complete += " AND incarnation <> {incarnation}"
+		}, false, nil},
+		{"a Run statement that binds the incarnation", func(st *dialect.Statements) {
+			st.Run.Takeover += " AND incarnation <> {incarnation}"
+		}, false, nil},
 		// Run's statements come all or none, Lock and TryLock together.
 		{"no Run statements", func(st *dialect.Statements) { st.Run = dialect.RunStatements{} }, true, nil},
 		{"some Run statements", func(st *dialect.Statements) { st.Run.Renew = "" }, false, nil},

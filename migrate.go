@@ -23,8 +23,12 @@ func (s *Store) Schema() []string {
 // columns that older tables lack (the dialect's Upgrades): on PostgreSQL and
 // SQLite the token column that guards Complete and Abandon (see
 // dialect.Statements), and on every built-in dialect the phase, lease_until
-// and resume_backoff columns of multi-step requests. Records already in the
-// table keep working. Running it again does nothing.
+// and resume_backoff columns of multi-step requests and the incarnation of
+// each record. Records already in the table keep working, with incarnation
+// 0. Running it again does nothing. On MySQL it creates the claim's
+// procedures too, the current one and those of earlier versions, which
+// their binaries call during a rolling upgrade (docs/operations.md,
+// "Upgrading the table").
 //
 // Several services may run it at the same moment, as a deploy that starts
 // them together does: a caller that finds the table, index or column made

@@ -103,7 +103,9 @@ func checkMigrationFiles(t *testing.T, db *sql.DB, tg target, dir string, opts .
 // old version left must survive the deploy: a finished request still
 // replays byte for byte, one in flight still answers InFlight, and an
 // expired key is claimed anew and completed under its new claim's token,
-// although the old records carry none (0).
+// although the old records carry none (0). The old records read
+// incarnation 0, and the records claimed after the upgrade, the expired
+// key's among them, an incarnation of their own.
 func TestMigrateUpgradesOldTable(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		ctx := context.Background()
@@ -148,33 +150,60 @@ func TestMigrateUpgradesOldTable(t *testing.T) {
 			return func(context.Context, *sql.Tx) (idem.Response, error) { return resp, nil }
 		}
 
+		incarnation := func(what string, res idem.Result, want int64) {
+			t.Helper()
+			if want == 0 && res.Incarnation != 0 {
+				t.Errorf("%s: incarnation %d, want 0: the record is older than the column", what, res.Incarnation)
+			}
+			if want != 0 && res.Incarnation != want {
+				t.Errorf("%s: incarnation %d, want %d, the claim's", what, res.Incarnation, want)
+			}
+		}
 		res, err := e.Do(t, "finished", hash, mustNotRun(t), false)
 		check("Do on the old finished record", res, err, idem.Replay, first)
+		incarnation("Do on the old finished record", res, 0)
 		res, err = store.Lookup(ctx, db, "finished")
 		check("Lookup of the old finished record", res, err, idem.Replay, first)
+		incarnation("Lookup of the old finished record", res, 0)
 		res, err = store.DoTx(ctx, db, nil, "unfinished", hash, mustNotRun(t))
 		check("DoTx on the old unfinished record", res, err, idem.InFlight, idem.Response{})
 		res, err = store.Lookup(ctx, db, "unfinished")
 		check("Lookup of the old unfinished record", res, err, idem.InFlight, idem.Response{})
+		incarnation("Lookup of the old unfinished record", res, 0)
 		if _, err := store.Lookup(ctx, db, "expired"); !errors.Is(err, idem.ErrNotFound) {
 			t.Fatalf("Lookup of the old expired record: %v, want ErrNotFound", err)
 		}
 		res, err = e.Do(t, "expired", hash, respond(second), true)
 		check("Do on the old expired record", res, err, idem.Claimed, second)
+		if res.Incarnation == 0 {
+			t.Errorf("Do that took the old expired record over: incarnation 0, want its own")
+		}
+		takenOver := res.Incarnation
 		res, err = store.DoTx(ctx, db, nil, "expired", hash, mustNotRun(t))
 		check("DoTx on the taken-over record", res, err, idem.Replay, second)
+		incarnation("DoTx on the taken-over record", res, takenOver)
 		res, err = store.DoTx(ctx, db, nil, "new", hash, respond(third))
 		check("DoTx on a new key", res, err, idem.Claimed, third)
+		if res.Incarnation == 0 || res.Incarnation == takenOver {
+			t.Errorf("DoTx on a new key: incarnation %d, want its own", res.Incarnation)
+		}
+		newKey := res.Incarnation
 		res, err = e.Do(t, "new", hash, mustNotRun(t), false)
 		check("Do on the new record", res, err, idem.Replay, third)
+		incarnation("Do on the new record", res, newKey)
+		for key, want := range map[string]int64{"finished": 0, "unfinished": 0, "expired": takenOver, "new": newKey} {
+			if got := readColumn(t, db, tg, table, key, "incarnation"); got != want {
+				t.Errorf("incarnation of the %s record in the table = %d, want %d", key, got, want)
+			}
+		}
 
 		for _, key := range []string{"finished", "unfinished"} {
-			if got := readToken(t, db, tg, table, key); got != oldToken {
+			if got := readColumn(t, db, tg, table, key, "token"); got != oldToken {
 				t.Errorf("token of the old %s record = %d, want %d", key, got, oldToken)
 			}
 		}
 		for _, key := range []string{"expired", "new"} {
-			if got := readToken(t, db, tg, table, key); got == 0 || got == oldToken {
+			if got := readColumn(t, db, tg, table, key, "token"); got == 0 || got == oldToken {
 				t.Errorf("token of the %s record = %d, want its claim's own", key, got)
 			}
 		}
@@ -339,11 +368,13 @@ func newTable(t *testing.T, db *sql.DB, prefix string) string {
 		if _, err := db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+table); err != nil {
 			t.Logf("drop %s: %v", table, err)
 		}
-		// MySQL's claim procedure, where Migrate or the files made one.
-		var n int
-		if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM information_schema.routines WHERE routine_name = '"+table+"_claim'").Scan(&n); err == nil && n > 0 {
-			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE "+table+"_claim"); err != nil {
-				t.Logf("drop %s_claim: %v", table, err)
+		// MySQL's claim procedures, where Migrate or the files made them.
+		for _, proc := range []string{table + "_claim", table + "_claim2"} {
+			var n int
+			if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM information_schema.routines WHERE routine_name = '"+proc+"'").Scan(&n); err == nil && n > 0 {
+				if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE "+proc); err != nil {
+					t.Logf("drop %s: %v", proc, err)
+				}
 			}
 		}
 	})
@@ -399,8 +430,8 @@ var describeQueries = map[string][3]string{
 		WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name`,
 		`SELECT index_name, non_unique, GROUP_CONCAT(column_name ORDER BY seq_in_index) FROM information_schema.statistics
 		WHERE table_schema = DATABASE() AND table_name = ? GROUP BY index_name, non_unique ORDER BY index_name`,
-		`SELECT routine_name, security_type, sql_data_access, routine_definition FROM information_schema.routines
-		WHERE routine_schema = DATABASE() AND routine_name = CONCAT(?, '_claim')`,
+		`SELECT routine_name, security_type, sql_data_access, routine_definition FROM information_schema.routines, (SELECT ? AS t) AS p
+		WHERE routine_schema = DATABASE() AND routine_name IN (CONCAT(p.t, '_claim'), CONCAT(p.t, '_claim2')) ORDER BY routine_name`,
 	},
 	"sqlite": {
 		`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?) ORDER BY name`,
@@ -501,12 +532,13 @@ func insertOld(t *testing.T, db *sql.DB, tg target, table, key string, hash []by
 	}
 }
 
-func readToken(t *testing.T, db *sql.DB, tg target, table, key string) int64 {
+// readColumn reads the number in column of key's record.
+func readColumn(t *testing.T, db *sql.DB, tg target, table, key, column string) int64 {
 	t.Helper()
-	var token int64
-	q := fmt.Sprintf("SELECT token FROM %s WHERE %s = %s", table, keyColumn(tg.Family), tg.Dialect.Placeholder(1))
-	if err := db.QueryRowContext(context.Background(), q, []byte(key)).Scan(&token); err != nil {
-		t.Fatalf("token of %q: %v", key, err)
+	var n int64
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", column, table, keyColumn(tg.Family), tg.Dialect.Placeholder(1))
+	if err := db.QueryRowContext(context.Background(), q, []byte(key)).Scan(&n); err != nil {
+		t.Fatalf("%s of %q: %v", column, key, err)
 	}
-	return token
+	return n
 }

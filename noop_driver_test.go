@@ -23,8 +23,9 @@ type noopConnector struct {
 	// replay makes the claim lose to a finished record of hash and resp.
 	replay bool
 	// record is the finished record a replay returns: request_hash,
-	// status, header, body, checksum, created_at, expires_at, token.
-	record [8]driver.Value
+	// status, header, body, checksum, created_at, expires_at, token,
+	// incarnation.
+	record [9]driver.Value
 }
 
 // newNoopConnector answers store's statements; with replay set, it answers
@@ -39,7 +40,7 @@ func newNoopConnector(store *idem.Store, replay bool, key string, hash []byte, r
 	}
 	header := codec.EncodeHeader(resp.Header)
 	sum := codec.Checksum([]byte(key), hash, int64(resp.Status), header, resp.Body)
-	c.record = [8]driver.Value{hash, int64(resp.Status), header, resp.Body, sum[:], int64(1), int64(1) << 62, int64(1)}
+	c.record = [9]driver.Value{hash, int64(resp.Status), header, resp.Body, sum[:], int64(1), int64(1) << 62, int64(1), int64(4711)}
 	return c
 }
 
@@ -111,12 +112,12 @@ func (cn *noopConn) ExecContext(_ context.Context, query string, args []driver.N
 	return nil, errNoop
 }
 
-// claimColumns are the columns of a claim; a lookup returns the last eight.
-var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token"}
+// claimColumns are the columns of a claim; a lookup returns the last nine.
+var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token", "incarnation"}
 
 // fill sets the columns of the record that the claim wrote from the
 // arguments of a statement whose parameters are params: the request hash,
-// the times and the token it was given.
+// the times, the token and the incarnation it was given.
 func (r *noopRows) fill(params []string, args []driver.NamedValue) {
 	for i, name := range params {
 		if i >= len(args) {
@@ -131,13 +132,15 @@ func (r *noopRows) fill(params []string, args []driver.NamedValue) {
 			r.row[8] = args[i].Value
 		case "token":
 			r.row[9] = args[i].Value
+		case "incarnation":
+			r.row[10] = args[i].Value
 		}
 	}
 }
 
 // noopRows is one row of a claim, or of a lookup when record is set.
 type noopRows struct {
-	row    [10]driver.Value
+	row    [11]driver.Value
 	record bool
 	done   bool
 }

@@ -70,11 +70,14 @@ func Final[TX any](name string, fn func(ctx context.Context, tx TX) (Response, e
 }
 
 // Call is a step that calls another system, between two phases and
-// outside any transaction. fn gets callKey, CallKey(key, name), to send as
-// its idempotency key: a call runs again when the request is resumed before
-// the next phase committed, and the other system must then answer it as a
-// retry. Whatever a later step needs from the answer, the next phase
-// stores. fn may end the request by returning Finish(resp), as for a
+// outside any transaction. fn gets callKey, the call key of the step for
+// the request's record (Identity.CallKey), to send as its idempotency key:
+// a call runs again when the request is resumed before the next phase
+// committed, with the same call key, and the other system must then answer
+// it as a retry; a new request with the key, once the record was
+// forgotten, released or expired, or another customer's (WithShardColumn),
+// sends another. Whatever a later step needs from the answer, the next
+// phase stores. fn may end the request by returning Finish(resp), as for a
 // declined card: resp is stored as the final response in a transaction of
 // its own.
 func Call(name string, fn func(ctx context.Context, callKey string) error) Step {
@@ -105,11 +108,16 @@ func (f *finish) Error() string {
 	return fmt.Sprintf("idem: request finished early with status %d", f.resp.Status)
 }
 
-// CallKey returns the idempotency key that the step named step of the
-// request with key sends to another system: "idem-" followed by the first
-// 16 bytes, in lower-case hex, of the SHA-256 of key, a zero byte and step.
-// It is stable across versions, so that any service can compute it, and
-// says nothing of key.
+// CallKey returns the call key of the step named step of the request with
+// key in the form without an incarnation: "idem-" followed by the first 16
+// bytes, in lower-case hex, of the SHA-256 of key, a zero byte and step.
+// Run sends it for a record without an incarnation, created before its
+// table had the column, which is the key that such a request sent before
+// the upgrade; a caller that derives call keys of its own, outside Run,
+// may use it. It is stable across versions, so that any service can
+// compute it, and says nothing of key. For every other record, Run sends
+// Identity.CallKey, which tells the records of one key apart: a request
+// after Forget, ReleaseUndone or an expiry, and another customer's.
 func CallKey(key, step string) string {
 	h := sha256.New()
 	h.Write([]byte(key))
@@ -323,7 +331,8 @@ func (r *stepRun[TX]) call(ctx context.Context, st Step) error {
 	done := make(chan struct{})
 	lost := make(chan error, 1)
 	go func() { lost <- r.renew(ctx, st.name, done, cancel) }()
-	err := st.call(ctx, CallKey(r.key, st.name))
+	id, _ := IdentityFrom(ctx) // ctx is the work's (Store.work)
+	err := st.call(ctx, id.CallKey(st.name))
 	close(done)
 	// The renewal has ended before the next statement uses r.v.
 	if lerr := <-lost; lerr != nil {
@@ -425,9 +434,9 @@ func (r *stepRun[TX]) begin(ctx context.Context) (taken, error) {
 				return taken{}, err
 			}
 		}
-		v.prevToken = p.token
+		v.prevToken, v.incarnation = p.token, p.incarnation
 		inFlight = res
-		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: v.token}
+		res = Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), Incarnation: p.incarnation, token: v.token}
 		tookOver = p
 		end, op = s.steps.takeover, "take over"
 	}
@@ -480,10 +489,10 @@ func (r *stepRun[TX]) adopt(p *progress) (taken, error) {
 		return taken{}, err
 	}
 	v := r.s.newValues(r.key, r.shard, r.reqHash)
-	v.token, v.prevToken = p.token, p.token
+	v.token, v.prevToken, v.incarnation = p.token, p.token, p.incarnation
 	v.lease = r.s.lease.Microseconds()
 	r.v = v
-	res := Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), token: p.token}
+	res := Result{Outcome: Claimed, CreatedAt: time.UnixMicro(p.createdAt), Incarnation: p.incarnation, token: p.token}
 	return taken{res: res, next: next}, nil
 }
 
@@ -528,10 +537,11 @@ func (r *stepRun[TX]) landedLate(ctx context.Context) (resp *Response, ok bool, 
 }
 
 // progress is where an unfinished multi-step request stands, and now, the
-// database's clock when it was read, which its lease is compared with.
+// database's clock when it was read, which its lease is compared with; and
+// the record's incarnation, which a takeover of the request keeps.
 type progress struct {
-	phase                             string
-	leaseUntil, token, createdAt, now int64
+	phase                                          string
+	leaseUntil, token, createdAt, now, incarnation int64
 }
 
 // progress reads the progress of v's key in tx: nil when the key has no
@@ -543,7 +553,8 @@ func (s *Store) progress(ctx context.Context, tx driver.Tx, v *values) (*progres
 		lease sql.NullInt64
 	)
 	v.clockOffset = s.dbClockOffset()
-	err := tx.QueryRow(ctx, s.steps.progress.query, s.steps.progress.args(v), &phase, &lease, &p.token, &p.createdAt, &p.now)
+	dest := []any{&phase, &lease, &p.token, &p.createdAt, &p.now, &p.incarnation}
+	err := tx.QueryRow(ctx, s.steps.progress.query, s.steps.progress.args(v), s.withIncarnation(dest)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -39,6 +39,10 @@ type Unfinished struct {
 	// ResumeOlderThan takes it after ResumeInOlderThan of that age. The
 	// request's client may retry it whenever the lease has run out.
 	ResumeIn time.Duration
+	// Incarnation is the incarnation of the request's record (see
+	// Result.Incarnation): 0 for a record created before its table had
+	// the column.
+	Incarnation int64
 
 	// heldFor is how long the lease and the back-off still kept the
 	// request from Resume when the list was read, by the database's
@@ -98,7 +102,7 @@ func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Dur
 			key                          []byte
 			created, lease, backoff, now int64
 		)
-		dest := []any{&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now}
+		dest := s.withIncarnation([]any{&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now, &u.Incarnation})
 		if s.shardType != "" {
 			dest = append([]any{&u.Shard}, dest...)
 		}

@@ -120,8 +120,9 @@ func TestRunSteps(t *testing.T) {
 			t.Errorf("created %v, expires %v", res.CreatedAt, res.ExpiresAt)
 		}
 		o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
-		if calls := o.calls(); len(calls) != 1 || calls[0] != idem.CallKey(o.key, "charge") {
-			t.Errorf("provider called with %q, want once with CallKey", calls)
+		want := idem.Identity{Key: o.key, Incarnation: res.Incarnation}.CallKey("charge")
+		if calls := o.calls(); len(calls) != 1 || calls[0] != want || res.Incarnation == 0 {
+			t.Errorf("provider called with %q, want once with the record's call key %q (incarnation %d)", calls, want, res.Incarnation)
 		}
 
 		res, err = o.run(t, hashA)

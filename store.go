@@ -30,6 +30,10 @@ type Store struct {
 	claimWrite statement
 	// claimedWithoutRow is the dialect's Statements.ClaimedWithoutRow.
 	claimedWithoutRow bool
+	// incarnations says that the dialect's claims write an incarnation
+	// into the records they create, and that its statements return it
+	// (see dialect.Statements); without, every record reads 0.
+	incarnations bool
 	// claimLost is empty where the claim returns the record it lost to;
 	// claimHeld is empty where claimLost tells a held key itself.
 	claimLost, claimHeld statement
@@ -96,11 +100,11 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		optional bool
 		params   []param
 	}{
-		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramLockID)},
-		{&s.claimWrite, "claim write", st.ClaimWrite, true, append(record, paramToken, paramLockID)},
+		{&s.claim, "claim", st.Claim, false, append(record, paramToken, paramIncarnation, paramLockID)},
+		{&s.claimWrite, "claim write", st.ClaimWrite, true, append(record, paramToken, paramIncarnation, paramLockID)},
 		{&s.claimLost, "claim lost", st.ClaimLost, true, []param{paramKey, paramLockID}},
 		{&s.claimHeld, "claim held", st.ClaimHeld, true, []param{paramKey, paramLockID}},
-		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken)},
+		{&s.takeover, "takeover", st.Takeover, true, append(record, paramToken, paramIncarnation)},
 		{&s.lookup, "lookup", st.Lookup, false, []param{paramKey}},
 		{&s.complete, "complete", st.Complete, false, []param{paramKey, paramToken, paramStatus, paramHeader, paramBody, paramChecksum}},
 		{&s.abandon, "abandon", st.Abandon, false, []param{paramKey, paramToken}},
@@ -143,6 +147,9 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		s.purgeSelectSQL = st.PurgeSelect
 	}
 	s.claimedWithoutRow = st.ClaimedWithoutRow
+	if err := s.checkIncarnations(); err != nil {
+		return nil, err
+	}
 	steps, err := bindSteps(bd, st.Run)
 	if err != nil {
 		return nil, err
@@ -157,6 +164,22 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	}
 	s.tokens.Store(binary.BigEndian.Uint64(seed[:]))
 	return s, nil
+}
+
+// checkIncarnations decides whether the dialect's records have an
+// incarnation: they do when its claim writes {incarnation}. A takeover of an
+// expired record must then write one too, or the new request on the key
+// would carry the old one's; and a takeover must not write one where the
+// claim does not.
+func (s *Store) checkIncarnations() error {
+	s.incarnations = s.claim.uses(paramIncarnation) || s.claimWrite.uses(paramIncarnation)
+	if s.takeover.query != "" && s.takeover.uses(paramIncarnation) != s.incarnations {
+		if s.incarnations {
+			return fmt.Errorf("%w: %s dialect: the claim writes {incarnation} and the takeover statement does not: a record taken over would keep the incarnation of the request before", ErrInvalidArgument, s.d.Name())
+		}
+		return fmt.Errorf("%w: %s dialect: the takeover statement writes {incarnation} and the claim does not", ErrInvalidArgument, s.d.Name())
+	}
+	return nil
 }
 
 // MaxResponseBytes returns the largest response the Store stores, as set by

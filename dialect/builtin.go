@@ -8,8 +8,14 @@ import (
 // This file holds the SQL and the error reading that several built-in
 // dialects share; each database's own file holds the rest.
 
-// record lists the record columns, in the order that Statements gives.
-const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
+// record lists the record columns, in the order that Statements gives,
+// with the incarnation that the built-in dialects write.
+const record = recordWithoutIncarnation + `, incarnation`
+
+// recordWithoutIncarnation is record as the statements of earlier versions
+// read it, before records had an incarnation: the MySQL dialect's first
+// claim procedure, which binaries of those versions still call, reads it.
+const recordWithoutIncarnation = `request_hash, status, header, body, checksum, created_at, expires_at, token`
 
 // keying is how the statements of a built-in dialect name a record: by
 // its key column alone, or, in a table with a shard column (ShardColumn),
@@ -70,7 +76,7 @@ func (kk keying) replacer() []string {
 // an expired record in a statement of their own, with {T} for the table.
 func takeoverTemplate(kk keying) string {
 	return `UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
+	token = {token}, incarnation = {incarnation}, status = NULL, header = NULL, body = NULL, checksum = NULL
 WHERE ` + kk.match("") + ` AND expires_at <= {created_at}`
 }
 
@@ -85,12 +91,12 @@ func runTemplate(t string, kk keying, clock, least, greatest string) RunStatemen
 		mine       = `{MATCH} AND token = {token} AND status IS NULL`
 		lease      = `lease_until = {NOW} + {lease}`
 		advance    = `UPDATE {T} SET token = {token}, ` + lease + ` WHERE {MATCH} AND token = {prev_token} AND status IS NULL`
-		unfinished = `SELECT {KCOLS}, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW} FROM {T}
+		unfinished = `SELECT {KCOLS}, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW}, incarnation FROM {T}
 WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}`
 	)
 	return RunStatements{
 		Start:      r.Replace(`UPDATE {T} SET phase = {phase}, ` + lease + `, expires_at = {expires_at} WHERE ` + mine),
-		Progress:   r.Replace(`SELECT phase, lease_until, token, created_at, {NOW} FROM {T} WHERE {MATCH} AND status IS NULL AND phase IS NOT NULL`),
+		Progress:   r.Replace(`SELECT phase, lease_until, token, created_at, {NOW}, incarnation FROM {T} WHERE {MATCH} AND status IS NULL AND phase IS NOT NULL`),
 		Takeover:   r.Replace(advance + ` AND phase IS NOT NULL AND lease_until <= {NOW}`),
 		Advance:    r.Replace(advance),
 		Mark:       r.Replace(`UPDATE {T} SET phase = {phase}, ` + lease + ` WHERE ` + mine),

@@ -63,8 +63,8 @@ func mariadbStatements(table string, kk keying, lockTimeout time.Duration) State
 	// server, where an expired record is rare, so Takeover does that in
 	// a statement of its own. It cannot wait: the claim holds the row.
 	st.Claim = r.Replace(`SET STATEMENT innodb_lock_wait_timeout = {wait} FOR
-INSERT INTO {T} ({KCOLS}, request_hash, token, created_at, expires_at)
-VALUES ({KVALS}, {request_hash}, {token}, {created_at}, {expires_at})
+INSERT INTO {T} ({KCOLS}, request_hash, token, incarnation, created_at, expires_at)
+VALUES ({KVALS}, {request_hash}, {token}, {incarnation}, {created_at}, {expires_at})
 ON DUPLICATE KEY UPDATE token = token
 RETURNING token = {token}, 0, {record}`)
 	st.Takeover = r.Replace("SET STATEMENT innodb_lock_wait_timeout = {wait} FOR\n" + takeoverTemplate(kk))

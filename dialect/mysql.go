@@ -23,7 +23,7 @@ import (
 // puts it back, since database/sql then rolls the transaction back and
 // hands the connection to its pool with the Store's bound. So the claim is
 // one statement, CALL of a procedure that Migrate creates beside the table
-// (the table's name with _claim appended). The procedure sets the
+// (the table's name with _claim2 appended). The procedure sets the
 // session's innodb_lock_wait_timeout to the Store's lock timeout, rounded
 // up to whole seconds (InnoDB counts no finer), where the session's own
 // differs; inserts the record with INSERT ... ON DUPLICATE KEY UPDATE,
@@ -35,6 +35,12 @@ import (
 // off mid-statement closes its connection, which the pool then drops.
 // The procedure runs with the caller's privileges (SQL SECURITY INVOKER),
 // which must include EXECUTE.
+//
+// A procedure that changes gets a new name, and Migrate keeps creating the
+// ones before it as they were: during a rolling upgrade, binaries of
+// earlier versions call theirs, on the same table, beside binaries of this
+// one. The first, the table's name with _claim appended, wrote no
+// incarnation; the records it creates hold 0 there.
 //
 // The claim takes an exclusive lock on an existing record until the caller's
 // transaction ends, also when it only replays, so a concurrent replay of the
@@ -68,7 +74,7 @@ func (mysql) ShardColumnStatements(table, typ string, lockTimeout time.Duration)
 // mysqlClaimStatements is the statements on table, whose records kk names.
 func mysqlClaimStatements(table string, kk keying, lockTimeout time.Duration) Statements {
 	st := mysqlStatements(table, kk)
-	st.Claim = "CALL " + claimProcedure(table) + "(" + kk.values("") + ", {request_hash}, {token}, {created_at}, {expires_at}, " +
+	st.Claim = "CALL " + claimProcedure(table) + "(" + kk.values("") + ", {request_hash}, {token}, {incarnation}, {created_at}, {expires_at}, " +
 		strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ")"
 	st.ClaimedWithoutRow = true
 	st.ClaimWrite = ""
@@ -83,17 +89,24 @@ func (mysql) Capabilities() Capabilities {
 }
 
 // claimProcedure names the claim's procedure of table, quoted: in the
-// table's database, the table's name with _claim appended. The names that
+// table's database, the table's name with _claim2 appended. The names that
 // idem.WithTable accepts leave room for the suffix within MySQL's 64
 // characters.
 func claimProcedure(table string) string {
+	return QuoteTable(table+"_claim2", '`')
+}
+
+// firstClaimProcedure names the claim's procedure of the versions before
+// records had an incarnation, which their binaries call: the table's name
+// with _claim appended.
+func firstClaimProcedure(table string) string {
 	return QuoteTable(table+"_claim", '`')
 }
 
 // claimProcedureSQL creates the claim's procedure of table (see MySQL),
 // whose records kk names: with a shard column, the procedure takes the
-// shard value, s, first. Its parameters take no names of the table's columns, which a procedure's
-// own names would hide.
+// shard value, s, first. Its parameters take no names of the table's
+// columns, which a procedure's own names would hide.
 //
 // The procedure tells a claim that found a record from one that inserted by
 // LAST_INSERT_ID(~lid) in the update clause, which runs only on a record
@@ -104,21 +117,44 @@ func claimProcedure(table string) string {
 // A record that was there is read by its key alone, which locks that record
 // and no other (an UPDATE that also checked the expiry would scan on to the
 // next key and lock it, and replays of neighbouring keys would wait for one
-// another), taken over when it has expired, and sent, claimed when it
-// carries the claim's token; one row is sent whatever the read finds, NULLs
-// where it finds no record, since no row at all means that the claim
-// inserted. The update clause assigns nothing else, the variables of a
-// record are declared only where one was found, and the lock wait is set
-// only where the session's own differs: every statement of the procedure
-// costs the server time that each new key pays.
+// another), taken over when it has expired, with the claim's token and
+// incarnation, and sent, claimed when it carries the claim's token; one row
+// is sent whatever the read finds, NULLs where it finds no record, since no
+// row at all means that the claim inserted. The update clause assigns
+// nothing else, the variables of a record are declared only where one was
+// found, and the lock wait is set only where the session's own differs:
+// every statement of the procedure costs the server time that each new key
+// pays.
 func claimProcedureSQL(table string, kk keying) string {
+	return procedureSQL(table, kk, claimProcedure(table), record,
+		"IN inc BIGINT, ", "incarnation, ", "inc, ", ", i", "incarnation = inc, ", ", i = inc")
+}
+
+// firstClaimProcedureSQL creates the claim's procedure of the versions
+// before records had an incarnation (firstClaimProcedure), as they created
+// it, byte for byte (TestPreviousStatementsArePinned), for their binaries
+// to call during a rolling upgrade (see MySQL): claimProcedureSQL without
+// the incarnation, which the records that it creates hold 0 in, and those
+// that it takes over keep as it was.
+func firstClaimProcedureSQL(table string, kk keying) string {
+	return procedureSQL(table, kk, firstClaimProcedure(table), recordWithoutIncarnation, "", "", "", "", "", "")
+}
+
+// procedureSQL writes a claim's procedure of table, named name, whose
+// records kk names, reading the record columns rec; the other arguments are
+// what the incarnation adds to it: a parameter, a column of the insert, its
+// value there, a variable after the token's, its assignment in a takeover,
+// and its value after one.
+func procedureSQL(table string, kk keying, name, rec, param, column, value, variable, assign, taken string) string {
 	t := QuoteTable(table, '`')
 	shardIn, match, cols, vals := "", "`key` = k", "`key`", "k"
 	if kk.shard != "" {
 		shardIn, match, cols, vals = "IN s "+kk.shard+", ", "shard_key = s AND `key` = k", "shard_key, `key`", "s, k"
 	}
-	return strings.NewReplacer("{P}", claimProcedure(table), "{T}", t, "{record}", record,
-		"{S}", shardIn, "{MATCH}", match, "{KCOLS}", cols, "{KVALS}", vals).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}({S}IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, IN ca BIGINT, IN ea BIGINT, IN w INT)
+	return strings.NewReplacer("{P}", name, "{T}", t, "{record}", rec,
+		"{S}", shardIn, "{MATCH}", match, "{KCOLS}", cols, "{KVALS}", vals,
+		"{INC}", param, "{ICOL}", column, "{IVAL}", value, "{IVAR}", variable, "{ISET}", assign, "{ITAKEN}", taken,
+	).Replace(`CREATE PROCEDURE IF NOT EXISTS {P}({S}IN k VARBINARY(512), IN h VARBINARY(64), IN tok BIGINT, {INC}IN ca BIGINT, IN ea BIGINT, IN w INT)
 SQL SECURITY INVOKER
 MODIFIES SQL DATA
 BEGIN
@@ -133,8 +169,8 @@ BEGIN
 	IF w <> saved THEN
 		SET SESSION innodb_lock_wait_timeout = w;
 	END IF;
-	INSERT INTO {T} ({KCOLS}, request_hash, token, created_at, expires_at)
-	VALUES ({KVALS}, h, tok, ca, ea)
+	INSERT INTO {T} ({KCOLS}, request_hash, token, {ICOL}created_at, expires_at)
+	VALUES ({KVALS}, h, tok, {IVAL}ca, ea)
 	ON DUPLICATE KEY UPDATE token = IF(LAST_INSERT_ID(~lid) = ~lid, token, NULL);
 	IF w <> saved THEN
 		SET SESSION innodb_lock_wait_timeout = saved;
@@ -147,30 +183,33 @@ BEGIN
 			DECLARE hd MEDIUMBLOB;
 			DECLARE bd LONGBLOB;
 			DECLARE cs VARBINARY(32);
-			DECLARE c, e, t BIGINT;
-			SELECT {record} INTO rh, st, hd, bd, cs, c, e, t FROM {T} WHERE {MATCH} FOR UPDATE;
+			DECLARE c, e, t{IVAR} BIGINT;
+			SELECT {record} INTO rh, st, hd, bd, cs, c, e, t{IVAR} FROM {T} WHERE {MATCH} FOR UPDATE;
 			IF e <= ca THEN
 				UPDATE {T} SET request_hash = h, created_at = ca, expires_at = ea,
-					token = tok, status = NULL, header = NULL, body = NULL, checksum = NULL
+					token = tok, {ISET}status = NULL, header = NULL, body = NULL, checksum = NULL
 				WHERE {MATCH};
-				SET rh = h, st = NULL, hd = NULL, bd = NULL, cs = NULL, c = ca, e = ea, t = tok;
+				SET rh = h, st = NULL, hd = NULL, bd = NULL, cs = NULL, c = ca, e = ea, t = tok{ITAKEN};
 			END IF;
-			SELECT t <=> tok, FALSE, rh, st, hd, bd, cs, c, e, t;
+			SELECT t <=> tok, FALSE, rh, st, hd, bd, cs, c, e, t{IVAR};
 		END;
 	END IF;
 END`)
 }
 
-// Schema adds, to the family's table, the claim's procedure, which tables
+// Schema adds, to the family's table, the claim's procedures, the first
+// for the binaries of earlier versions and the current one, which tables
 // made by earlier versions lack too: CREATE PROCEDURE IF NOT EXISTS (MySQL
-// 8.0.29 or later) finds it there when it is.
+// 8.0.29 or later) finds one there when it is.
 func (m mysql) Schema(table string) []string {
-	return append(m.mysqlFamily.Schema(table), claimProcedureSQL(table, keying{k: "`key`"}))
+	kk := keying{k: "`key`"}
+	return append(m.mysqlFamily.Schema(table), firstClaimProcedureSQL(table, kk), claimProcedureSQL(table, kk))
 }
 
 // ShardColumnSchema is Schema with shard_key of type typ.
 func (m mysql) ShardColumnSchema(table, typ string) []string {
-	return append(m.mysqlFamily.ShardColumnSchema(table, typ), claimProcedureSQL(table, keying{k: "`key`", shard: typ}))
+	kk := keying{k: "`key`", shard: typ}
+	return append(m.mysqlFamily.ShardColumnSchema(table, typ), firstClaimProcedureSQL(table, kk), claimProcedureSQL(table, kk))
 }
 
 // Error numbers that Hint names.
@@ -228,6 +267,7 @@ func mysqlSchema(table, shard string) []string {
 	phase        VARBINARY(64)  NULL,
 	lease_until  BIGINT         NULL,
 	resume_backoff BIGINT       NULL,
+	incarnation  BIGINT         NOT NULL DEFAULT 0,
 	PRIMARY KEY (` + pk + `),
 	KEY ` + "`" + bare + "_expires_at`" + ` (expires_at)
 ) ENGINE=InnoDB`}
@@ -235,8 +275,9 @@ func mysqlSchema(table, shard string) []string {
 
 // Upgrades adds the columns that tables made by earlier versions lack: the
 // phase and lease of multi-step requests (the family's first table had the
-// token already), then Resume's back-off. Each goes at the end of the table, so they come in the
-// order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
+// token already), then Resume's back-off, then the record's incarnation
+// (0 in the records already there). Each goes at the end of the table, so
+// they come in the order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
 // only the check keeps a second run from adding a column twice; a table
 // named without its database is in the session's, DATABASE().
 func (mysqlFamily) Upgrades(table string) []Upgrade {
@@ -257,6 +298,7 @@ func (mysqlFamily) Upgrades(table string) []Upgrade {
 		column("phase", "VARBINARY(64) NULL"),
 		column("lease_until", "BIGINT NULL"),
 		column("resume_backoff", "BIGINT NULL"),
+		column("incarnation", "BIGINT NOT NULL DEFAULT 0"),
 	}
 }
 
@@ -283,8 +325,8 @@ func mysqlStatements(table string, kk keying) Statements {
 		// which the condition reads, comes last. VALUES(col), the value
 		// the INSERT would have written, is deprecated in MySQL 8.0.20
 		// for a row alias that TiDB does not know, and works on all.
-		ClaimWrite: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, token, created_at, expires_at)
-VALUES ({KVALS}, {request_hash}, {token}, {created_at}, {expires_at})
+		ClaimWrite: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, token, incarnation, created_at, expires_at)
+VALUES ({KVALS}, {request_hash}, {token}, {incarnation}, {created_at}, {expires_at})
 ON DUPLICATE KEY UPDATE
 	request_hash = IF({expired}, VALUES(request_hash), request_hash),
 	status       = IF({expired}, NULL, status),
@@ -292,6 +334,7 @@ ON DUPLICATE KEY UPDATE
 	body         = IF({expired}, NULL, body),
 	checksum     = IF({expired}, NULL, checksum),
 	token        = IF({expired}, VALUES(token), token),
+	incarnation  = IF({expired}, VALUES(incarnation), incarnation),
 	created_at   = IF({expired}, VALUES(created_at), created_at),
 	expires_at   = IF({expired}, VALUES(expires_at), expires_at)`),
 		Lookup:   r.Replace(`SELECT {record} FROM {T} WHERE {MATCH}`),

@@ -68,7 +68,8 @@ func postgresSchema(table, shard string) []string {
 	token        bigint  NOT NULL DEFAULT 0,
 	phase        text,
 	lease_until  bigint,
-	resume_backoff bigint` + pk + `
+	resume_backoff bigint,
+	incarnation  bigint  NOT NULL DEFAULT 0` + pk + `
 )`,
 		`CREATE INDEX IF NOT EXISTS "` + bare + `_expires_at" ON ` + t + ` (expires_at)`,
 	}
@@ -76,8 +77,9 @@ func postgresSchema(table, shard string) []string {
 
 // Upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
-// multi-step requests, then Resume's back-off. Each goes at the end of the table, so they come in
-// the order of a new table's columns.
+// multi-step requests, then Resume's back-off, then the record's
+// incarnation (0 in the records already there). Each goes at the end of
+// the table, so they come in the order of a new table's columns.
 func (postgres) Upgrades(table string) []Upgrade {
 	t := QuoteTable(table, '"')
 	column := func(name, def string) Upgrade {
@@ -91,6 +93,7 @@ func (postgres) Upgrades(table string) []Upgrade {
 		column("phase", "text"),
 		column("lease_until", "bigint"),
 		column("resume_backoff", "bigint"),
+		column("incarnation", "bigint NOT NULL DEFAULT 0"),
 	}
 }
 
@@ -145,8 +148,8 @@ func postgresStatements(table string, kk keying) Statements {
 		// other claimer holds the key, so the insert cannot wait on one.
 		// The filter reads no column, so Citus evaluates it on the
 		// coordinator, as it does every such function of a write.
-		Claim: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, created_at, expires_at, token)
-SELECT {KCAST}, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint
+		Claim: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, created_at, expires_at, token, incarnation)
+SELECT {KCAST}, {request_hash}::bytea, {created_at}::bigint, {expires_at}::bigint, {token}::bigint, {incarnation}::bigint
 WHERE pg_try_advisory_xact_lock({lock})
 ON CONFLICT ({KCOLS}) DO NOTHING
 RETURNING true, false, {record}`),

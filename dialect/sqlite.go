@@ -66,7 +66,8 @@ func sqliteSchema(table, shard string) []string {
 	token        INTEGER NOT NULL DEFAULT 0,
 	phase        TEXT,
 	lease_until  INTEGER,
-	resume_backoff INTEGER` + pk + `
+	resume_backoff INTEGER,
+	incarnation  INTEGER NOT NULL DEFAULT 0` + pk + `
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + index + ` ON "` + bare + `" (expires_at)`,
 	}
@@ -74,8 +75,9 @@ func sqliteSchema(table, shard string) []string {
 
 // Upgrades adds the columns that tables made by earlier versions lack: the
 // token that guards Complete and Abandon, then the phase and lease of
-// multi-step requests, then Resume's back-off. Each goes at the end of the table, so they come in
-// the order of a new table's columns.
+// multi-step requests, then Resume's back-off, then the record's
+// incarnation (0 in the records already there). Each goes at the end of
+// the table, so they come in the order of a new table's columns.
 func (sqlite) Upgrades(table string) []Upgrade {
 	t := QuoteTable(table, '"')
 	schema, bare := splitTable(table)
@@ -93,6 +95,7 @@ func (sqlite) Upgrades(table string) []Upgrade {
 		column("phase", "TEXT"),
 		column("lease_until", "INTEGER"),
 		column("resume_backoff", "INTEGER"),
+		column("incarnation", "INTEGER NOT NULL DEFAULT 0"),
 	}
 }
 
@@ -129,8 +132,8 @@ func sqliteStatements(table string, kk keying) Statements {
 		// Takeover. An upsert that also took over an expired record
 		// cost every new key a tenth of its throughput (the statement is
 		// compiled anew for each call), for a case that is rare.
-		Claim: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, created_at, expires_at, token)
-VALUES ({KVALS}, {request_hash}, {created_at}, {expires_at}, {token})
+		Claim: r.Replace(`INSERT INTO {T} ({KCOLS}, request_hash, created_at, expires_at, token, incarnation)
+VALUES ({KVALS}, {request_hash}, {created_at}, {expires_at}, {token}, {incarnation})
 ON CONFLICT ({KCOLS}) DO NOTHING
 RETURNING 1, 0, {record}`),
 		Takeover: r.Replace(takeoverTemplate(kk)),

@@ -22,6 +22,10 @@ package dialect
 //	resume_backoff for a multi-step request that Resume failed to
 //	              finish, how long after lease_until Resume leaves it
 //	              alone, in microseconds; NULL until then
+//	incarnation   which record of its key this is, a nonzero number that
+//	              the claim which creates the record writes and nothing
+//	              else changes; 0 in records written before the column
+//	              existed, NOT NULL DEFAULT 0
 //
 // Only the statements of Run (RunStatements) read or write phase,
 // lease_until and resume_backoff. A dialect may add columns of its own.
@@ -34,14 +38,29 @@ package dialect
 // {keys}, the keys of one batch of a purge, one placeholder each;
 // {shard}, the value of shard_key in a table with a shard column (see
 // ShardColumn);
-// {token}, the number of one claim, unique to it; and {lock_id}, a 64-bit
-// number derived from the key, the same in every process (a dialect whose
-// locks are shared by several tables mixes the table in itself, as the
-// Postgres dialect does with a hash of the table's schema-qualified name).
+// {token}, the number of one claim, unique to it; {incarnation}, the
+// incarnation of the record that a claim creates, random and nonzero; and
+// {lock_id}, a 64-bit number derived from the key, the same in every
+// process (a dialect whose locks are shared by several tables mixes the
+// table in itself, as the Postgres dialect does with a hash of the table's
+// schema-qualified name).
 //
 // Record columns, where a statement returns a record, are, in this order:
 // request_hash, status, header, body, checksum, created_at, expires_at,
-// token.
+// token, incarnation.
+//
+// A record's incarnation tells it from every other record that its key has
+// had or will have (idem.Result.Incarnation): the claim that inserts a
+// record writes {incarnation}, and so does every statement that takes over
+// an expired record, which starts a new request on the key (Claim or
+// ClaimWrite where they take over, and Takeover); no other statement
+// changes it. A dialect whose claim binds no {incarnation}, as those
+// written before incarnations, keeps working: its statements return the
+// record columns without incarnation, and Run.Progress, Run.Unfinished and
+// Run.Resumable without their last column, and every record reads 0. New
+// refuses a dialect whose claim writes an incarnation and whose Takeover
+// does not, or the other way round; idemtest.TestDialect holds a dialect to
+// writing one.
 //
 // Complete and Abandon are guarded by the claim: they change a record only
 // if its token is the {token} of this call's claim. A transaction can end
@@ -55,13 +74,13 @@ package dialect
 // time. The guard makes both statements affect no row instead, which tells
 // the Store that its claim is gone.
 type Statements struct {
-	// Claim is the claim-or-lose statement. When ClaimWrite is set, it
-	// only reads what ClaimWrite did (see there). Otherwise it inserts
-	// the record {key} with {request_hash}, {created_at}, {expires_at} and
-	// {token}, or, where the dialect can, takes over a record that has
-	// expired ({created_at} is at or past its expires_at). It returns two
-	// columns, claimed and
-	// busy, then the record columns, in at most one row:
+	// Claim is the claim-or-lose statement. When ClaimWrite is set, it only
+	// reads what ClaimWrite did (see there). Otherwise it inserts the record
+	// {key} with {request_hash}, {created_at}, {expires_at}, {token} and
+	// {incarnation}, or, where the dialect can, takes over a record that has
+	// expired ({created_at} is at or past its expires_at), with those
+	// values. It returns two columns, claimed and busy, then the record
+	// columns, in at most one row:
 	//   - claimed true, with the record it wrote, when it inserted or took over;
 	//   - claimed false, with the existing record as the statement sees it;
 	//   - busy true, when another transaction holds the key and the
@@ -104,22 +123,22 @@ type Statements struct {
 	ClaimHeld string
 
 	// ClaimWrite is for a database whose INSERT cannot return rows, such as
-	// MySQL. It inserts the record {key} with {request_hash},
-	// {created_at}, {expires_at} and {token}, or takes over an expired one,
-	// and leaves a live record as it is, waiting no longer than the
-	// Store's lock timeout for a transaction that holds the key, a bound
-	// that it sets for itself alone. When it is set, the Store runs it
-	// before Claim, which then only reads the record of {key}, locked
-	// until the transaction ends and as last committed whatever the
+	// MySQL. It inserts the record {key} with {request_hash}, {created_at},
+	// {expires_at}, {token} and {incarnation}, or takes over an expired one
+	// with those values, and leaves a live record as it is, waiting no
+	// longer than the Store's lock timeout for a transaction that holds the
+	// key, a bound that it sets for itself alone. When it is set, the Store
+	// runs it before Claim, which then only reads the record of {key},
+	// locked until the transaction ends and as last committed whatever the
 	// transaction's snapshot: claimed is true when the record carries
 	// {token}, busy is false. Leave it empty when Claim writes.
 	ClaimWrite string
 
 	// Takeover replaces an expired record {key} with {request_hash},
-	// {created_at}, {expires_at} and {token}, clearing the response, provided it
-	// is still expired at {created_at}. One affected row means the key is
-	// this transaction's. Leave it empty when Claim takes over expired
-	// records itself.
+	// {created_at}, {expires_at}, {token} and {incarnation}, clearing the
+	// response, provided it is still expired at {created_at}. One affected
+	// row means the key is this transaction's. Leave it empty when Claim
+	// takes over expired records itself.
 	Takeover string
 
 	// Lookup returns the record columns of {key}, or no row.
@@ -208,12 +227,12 @@ type RunStatements struct {
 	// {expires_at}, a moment that never comes while it is unfinished.
 	Start string
 
-	// Progress returns phase, lease_until, token, created_at and the
-	// clock, of the unfinished multi-step request {key} (status NULL,
-	// phase not NULL), in one row, or no row. It reads the latest
-	// committed record, without waiting for a transaction that holds it
-	// (a wait that fails is classified ErrorLockTimeout), whatever the
-	// transaction's snapshot.
+	// Progress returns phase, lease_until, token, created_at, the clock and
+	// incarnation, of the unfinished multi-step request {key} (status NULL,
+	// phase not NULL), in one row, or no row. It reads the latest committed
+	// record, without waiting for a transaction that holds it (a wait that
+	// fails is classified ErrorLockTimeout), whatever the transaction's
+	// snapshot.
 	Progress string
 
 	// Takeover makes the unfinished request {key} this call's: token
@@ -249,8 +268,8 @@ type RunStatements struct {
 	// Unfinished lists the unfinished requests (expires_at {expires_at},
 	// status NULL, phase not NULL) created at or before {created_at},
 	// oldest first, at most {limit}: key, phase, created_at, lease_until,
-	// request_hash, resume_backoff (0 for NULL) and the clock. The index
-	// on expires_at finds them.
+	// request_hash, resume_backoff (0 for NULL), the clock and
+	// incarnation. The index on expires_at finds them.
 	Unfinished string
 
 	// Resumable is Unfinished without the requests whose lease_until plus

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemgrpc"
+	"github.com/idemgo/idem/internal/checkout"
 	"github.com/idemgo/idem/internal/dbtest"
 )
 
@@ -62,6 +63,10 @@ func customerOf(ctx context.Context) (int64, error) {
 type orderShop struct {
 	orders *dbtest.Orders
 	runs   atomic.Int64
+	// provider, when set, is the URL of a payment provider: Checkout is
+	// then the customer's checkout (checkout.ForCustomer), which charges
+	// there, and answers with the charge.
+	provider string
 }
 
 // answerOf is the reply of run n for customer.
@@ -94,6 +99,18 @@ func (s *orderShop) place(ctx context.Context) (proto.Message, error) {
 
 func (s *orderShop) checkout(ctx context.Context) (proto.Message, error) {
 	key := callKey(ctx)
+	if s.provider != "" {
+		customer, err := customerOf(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return idemgrpc.Run[*structpb.Struct](ctx, checkout.ForCustomer[*sql.Tx]{
+			Ops: checkout.SQLOps, Orders: s.orders, URL: s.provider, Customer: customer, Key: key,
+			Answer: func(ctx context.Context, id string) (idem.Response, error) {
+				return idemgrpc.Reply(ctx, &structpb.Struct{Fields: map[string]*structpb.Value{"charge": structpb.NewStringValue(id)}})
+			},
+		}.Steps()...)
+	}
 	return idemgrpc.Run[*structpb.Struct](ctx,
 		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
 			customer, err := customerOf(ctx)

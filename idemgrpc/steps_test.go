@@ -41,7 +41,7 @@ func (s *shop) checkout(ctx context.Context, req *structpb.Struct) (*structpb.St
 		return nil, status.Error(codes.InvalidArgument, "an order needs an item")
 	}
 	key := metadata.ValueFromIncomingContext(ctx, idemgrpc.DefaultKeyMetadata)[0]
-	c := checkout.Checkout[*sql.Tx]{Ops: checkout.SQLOps, Effects: s.e.Effects, URL: s.provider, Key: key, Die: s.die,
+	c := checkout.Checkout[*sql.Tx]{Ops: checkout.SQLOps, Effects: s.e.Effects, URL: s.provider, Key: key, Stored: idemgrpc.StoredKey("", key), Die: s.die,
 		Answer: func(ctx context.Context, id string) (idem.Response, error) {
 			return idemgrpc.Reply(ctx, &structpb.Struct{Fields: map[string]*structpb.Value{
 				"charge": structpb.NewStringValue(id),
@@ -150,7 +150,7 @@ func TestRunSteps(t *testing.T) {
 		if calls, charges := p.Counts("k1"); calls != 1 || charges != 1 {
 			t.Errorf("k1: %d calls and %d charges, want 1 and 1", calls, charges)
 		}
-		checkout.Effects(t, e.Effects, "k1", chargeOf(first))
+		checkout.Effects(t, e.Effects, idemgrpc.StoredKey("", "k1"), chargeOf(first))
 
 		wantRefusal(t, order(conn, "k1", "lamp"), codes.FailedPrecondition, idemgrpc.ReasonKeyReused)
 		if a := order(conn, "k2", ""); status.Code(a.err) != codes.InvalidArgument || status.Convert(a.err).Message() != "an order needs an item" {
@@ -229,11 +229,11 @@ const stepsLease = 2 * time.Second
 // started again, and three clients retry the call at once, each waiting
 // as the pushback of an Unavailable says, which must be within the lease:
 // one of them resumes the checkout once the dead service's lease has run
-// out, and all get its one reply; the provider made one charge, and each
-// phase wrote its effect once. The targets run in parallel, since each
-// waits out leases.
+// out, and all get its one reply; the provider made one charge, under the
+// one call key that the killed service sent too, and each phase wrote its
+// effect once. The targets run in parallel, since each waits out leases.
 func TestRunResumeAfterKill(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	forEachCallKeyTarget(t, func(t *testing.T, tg target) {
 		t.Parallel()
 		e := setup(t, tg, idem.WithLease(stepsLease))
 		p := checkout.NewProvider(t)
@@ -277,12 +277,15 @@ func TestRunResumeAfterKill(t *testing.T) {
 				wantReplay(t, a, fresh[0])
 			}
 		}
-		checkout.Effects(t, e.Effects, key, chargeOf(fresh[0]))
+		checkout.Effects(t, e.Effects, idemgrpc.StoredKey("", key), chargeOf(fresh[0]))
 		// The resumed call calls the provider again; a third call is the
 		// takeover of a runner that a busy machine held past its lease,
 		// with the same call key.
 		if calls, charges := p.Counts(key); calls < 2 || charges != 1 {
 			t.Errorf("%d calls and %d charges at the provider, want 2 or more and 1", calls, charges)
+		}
+		if keys := p.Keys(key); len(keys) != 1 {
+			t.Errorf("call keys %q, want the killed service's alone", keys)
 		}
 	})
 }

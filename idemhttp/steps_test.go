@@ -39,7 +39,8 @@ func buildCheckout[TX any](ops checkout.TxOps[TX], fx *dbtest.Effects, url strin
 			return nil, idem.Finish(idem.Response{Status: http.StatusBadRequest,
 				Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: []byte("an order needs an item\n")})
 		}
-		c := checkout.Checkout[TX]{Ops: ops, Effects: fx, URL: url, Key: r.Header.Get("Idempotency-Key"), Die: die,
+		key := r.Header.Get("Idempotency-Key")
+		c := checkout.Checkout[TX]{Ops: ops, Effects: fx, URL: url, Key: key, Stored: idemhttp.StoredKey("", key), Die: die,
 			Answer: func(_ context.Context, id string) (idem.Response, error) {
 				body, err := json.Marshal(map[string]string{"charge": id, "item": order.Item})
 				h := http.Header{"Content-Type": {"application/json"}, "Location": {"/charges/" + id}}
@@ -54,12 +55,7 @@ func buildCheckout[TX any](ops checkout.TxOps[TX], fx *dbtest.Effects, url strin
 func checkoutHandler(t testing.TB, via string, store *idem.Store, db *sql.DB, dsn string, fx *dbtest.Effects, url string, die func(string)) http.Handler {
 	t.Helper()
 	if via == checkout.ViaPgxPool {
-		pool, err := pgxpool.New(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		m, err := idempgx.NewMiddleware(store, pool, pgx.TxOptions{}, idemhttp.WithSingleClient())
+		m, err := idempgx.NewMiddleware(store, newPool(t, dsn), pgx.TxOptions{}, idemhttp.WithSingleClient())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,6 +66,17 @@ func checkoutHandler(t testing.TB, via string, store *idem.Store, db *sql.DB, ds
 		t.Fatal(err)
 	}
 	return m.Steps(buildCheckout(checkout.SQLOps, fx, url, die))
+}
+
+// newPool returns a pgx pool of dsn, closed at the end of the test.
+func newPool(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 func (r reply) String() string { return fmt.Sprintf("%d %q", r.status, r.body) }
@@ -172,7 +179,7 @@ func TestSteps(t *testing.T) {
 				if calls, charges := p.Counts("k1"); calls != 1 || charges != 1 {
 					t.Errorf("k1: %d calls and %d charges, want 1 and 1", calls, charges)
 				}
-				checkout.Effects(t, e.Effects, "k1", body.Charge)
+				checkout.Effects(t, e.Effects, idemhttp.StoredKey("", "k1"), body.Charge)
 
 				if r := mustOrder(t, srv.URL, "k1", "lamp"); r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "key-reused") {
 					t.Errorf("another body under k1: %v, want 422 key-reused", r)
@@ -292,11 +299,11 @@ const stepsLease = 2 * time.Second
 // started again, and three clients retry the request at once, each waiting
 // as the Retry-After of a 409 says, which must be within the lease: one of
 // them resumes the checkout once the dead service's lease has run out, and
-// all get its one response; the provider made one charge, and each phase
-// wrote its effect once. The targets run in parallel, since each waits out
-// leases.
+// all get its one response; the provider made one charge, under the one
+// call key that the killed service sent too, and each phase wrote its
+// effect once. The targets run in parallel, since each waits out leases.
 func TestStepsResumeAfterKill(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
+	forEachCallKeyTarget(t, func(t *testing.T, tg target) {
 		t.Parallel()
 		for _, via := range checkout.Ways(tg) {
 			t.Run(via, func(t *testing.T) {
@@ -342,12 +349,15 @@ func TestStepsResumeAfterKill(t *testing.T) {
 				if err := json.Unmarshal(first.body, &body); err != nil {
 					t.Fatal(err)
 				}
-				checkout.Effects(t, e.Effects, key, body.Charge)
+				checkout.Effects(t, e.Effects, idemhttp.StoredKey("", key), body.Charge)
 				// The resumed request calls the provider again; a third
 				// call is the takeover of a runner that a busy machine
 				// held past its lease, with the same call key.
 				if calls, charges := p.Counts(key); calls < 2 || charges != 1 {
 					t.Errorf("%d calls and %d charges at the provider, want 2 or more and 1", calls, charges)
+				}
+				if keys := p.Keys(key); len(keys) != 1 {
+					t.Errorf("call keys %q, want the killed service's alone", keys)
 				}
 			})
 		}

@@ -42,9 +42,19 @@ import (
 // is driven to its end by Resume that backs off after a failure. A
 // dialect without Run statements skips those, saying so. Forget deletes a
 // finished record so that its key runs anew, and never one whose request
-// a transaction or a live lease holds.
+// a transaction or a live lease holds. Each record has an incarnation of
+// its own (Incarnation, and RunIncarnation through Run's statements): its
+// claim writes a nonzero one, which replays, phases, resumes and the
+// takeover of a live request keep, and the request after Forget, a release
+// or the expiry of the record gets another. The call key that Run hands a
+// Call step names one record by it, and is the one that an operator
+// computes from the incarnation that Lookup reads: the next record of a
+// key, after ReleaseUndone, Forget or the takeover of an expired record,
+// gives its call a new one (CallKeysPerRecord), and one record keeps its
+// own across a retry that resumes it, a takeover after its lease ran out
+// and Resume (CallKeysKept).
 //
-// Where d implements dialect.ShardColumn, three more run on a store with
+// Where d implements dialect.ShardColumn, four more run on a store with
 // idem.WithShardColumn("BIGINT") (dbtest.ShardType), whose requests place
 // a customer's orders in a table beside idem's: ShardColumn (claim, replay
 // byte for byte, mismatch, one key of two customers being two records,
@@ -52,12 +62,13 @@ import (
 // it sends a statement, InFlight for a key that a transaction of the
 // customer holds), ShardColumnPurge (the expired records of several
 // customers deleted, and no live one, also of a key that expired for
-// another customer) and ShardColumnResume (Unfinished gives the shard
-// value, and Resume puts it in the steps' context). Where it does not,
-// they check that New refuses the option, and skip. Through idem.Vitess()
-// idem's table is sharded by shard_key and the orders by customer_id with
-// the xxhash vindex, and on a Citus coordinator both are distributed by
-// those columns, co-located.
+// another customer), ShardColumnResume (Unfinished gives the shard
+// value, and Resume puts it in the steps' context) and
+// CallKeysPerShardValue (two customers' records of one key give their
+// calls two call keys). Where it does not, they check that New refuses the
+// option, and skip. Through idem.Vitess() idem's table is sharded by
+// shard_key and the orders by customer_id with the xxhash vindex, and on a
+// Citus coordinator both are distributed by those columns, co-located.
 //
 // The properties read what d declares in its Capabilities (see
 // dialect.CapabilitiesOf): a dialect whose database lets one transaction write
@@ -123,9 +134,14 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"Resume", testResume},
 		{"Forget", testForget},
 		{"ForgetNeverTakesARunningRequest", testForgetRunning},
+		{"Incarnation", testIncarnation},
+		{"RunIncarnation", testRunIncarnation},
 		{"ShardColumn", testShardColumn},
 		{"ShardColumnPurge", testShardColumnPurge},
 		{"ShardColumnResume", testShardColumnResume},
+		{"CallKeysPerRecord", testCallKeysPerRecord},
+		{"CallKeysPerShardValue", testCallKeysPerShardValue},
+		{"CallKeysKept", testCallKeysKept},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
@@ -71,6 +72,10 @@ type Mock struct {
 	store   *idem.Store
 	queries map[string]idem.Query
 	equal   bool
+	// incarnations says that the store's records have an incarnation,
+	// which its claim writes and its statements return (see
+	// dialect.Statements).
+	incarnations bool
 }
 
 // NewMock returns a Mock that sets expectations on mock for the statements
@@ -78,7 +83,9 @@ type Mock struct {
 // SQL as a regular expression; call MatchEqual when mock was made with
 // sqlmock.QueryMatcherEqual.
 func NewMock(mock sqlmock.Sqlmock, store *idem.Store) *Mock {
-	return &Mock{mock: mock, store: store, queries: store.Queries()}
+	m := &Mock{mock: mock, store: store, queries: store.Queries()}
+	m.incarnations = slices.Contains(m.queries["Claim"].Params, "incarnation") || slices.Contains(m.queries["ClaimWrite"].Params, "incarnation")
+	return m
 }
 
 // MatchEqual makes the Mock give its SQL as plain text, for a sqlmock made
@@ -122,16 +129,36 @@ func (m *Mock) args(name string, vals map[string]driver.Value) []driver.Value {
 	return args
 }
 
-// mockToken is the claim token of the records the mock's statements return.
-// The token that Do binds is random, and matched with sqlmock.AnyArg.
-const mockToken = int64(1)
-
-// claimColumns are the columns of the claim statement, and recordColumns
-// those of the lookup.
-var (
-	claimColumns  = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token"}
-	recordColumns = claimColumns[2:]
+// mockToken and mockIncarnation are the claim token and the incarnation of
+// the records the mock's statements return. Those that Do binds are
+// random, and matched with sqlmock.AnyArg.
+const (
+	mockToken       = int64(1)
+	mockIncarnation = int64(4711)
 )
+
+// claimColumns are the columns of the claim statement; the lookup returns
+// the record columns, which follow claimed and busy.
+var claimColumns = []string{"claimed", "busy", "request_hash", "status", "header", "body", "checksum", "created_at", "expires_at", "token", "incarnation"}
+
+// rows returns the rows of the claim statement, or, with record, of the
+// lookup, each of which is a row of all of claimColumns or of the record
+// columns: without the last, the incarnation, where the store's records
+// have none.
+func (m *Mock) rows(record bool, rows ...[]driver.Value) *sqlmock.Rows {
+	cols := claimColumns
+	if record {
+		cols = cols[2:]
+	}
+	if !m.incarnations {
+		cols = cols[:len(cols)-1]
+	}
+	r := sqlmock.NewRows(cols)
+	for _, row := range rows {
+		r.AddRow(row[:len(cols)]...)
+	}
+	return r
+}
 
 // ExpectDo expects Do (or DoTx) to claim key for a request with reqHash. By
 // default the claim wins: expect fn's statements next, then ExpectComplete
@@ -165,8 +192,8 @@ func (m *Mock) ExpectDo(key string, reqHash []byte) *ExpectedDo {
 	}
 	e.claim = m.mock.ExpectQuery(m.sql("Claim")).WithArgs(m.args("Claim", vals)...)
 	now := time.Now()
-	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).
-		AddRow(true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken))
+	e.claim.WillReturnRows(m.rows(false,
+		[]driver.Value{true, false, reqHash, nil, nil, nil, nil, now.UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken, mockIncarnation}))
 	return e
 }
 
@@ -264,13 +291,14 @@ func (m *Mock) ExpectAbandon(key string) {
 // and WillMismatch make it answer DoTx; left unexpected, the read fails in
 // sqlmock, and DoTx keeps the transaction's answer.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
-	e := &ExpectedLookup{key: []byte(key), hash: reqHash}
+	e := &ExpectedLookup{m: m, key: []byte(key), hash: reqHash}
 	e.lookup = m.expectLookup(e.key, nil)
 	return e
 }
 
 // ExpectedLookup is the expectation of the read that ExpectLookupFirst made.
 type ExpectedLookup struct {
+	m         *Mock
 	key, hash []byte
 	lookup    *sqlmock.ExpectedQuery
 }
@@ -278,13 +306,13 @@ type ExpectedLookup struct {
 // WillReplay makes the read find a finished request with the same hash and
 // the stored response resp: DoTx answers Replay with resp.
 func (e *ExpectedLookup) WillReplay(resp idem.Response) {
-	e.lookup.WillReturnRows(sqlmock.NewRows(recordColumns).AddRow(liveRecord(e.key, e.hash, &resp)...))
+	e.lookup.WillReturnRows(e.m.rows(true, liveRecord(e.key, e.hash, &resp)))
 }
 
 // WillMismatch makes the read find a finished request with another hash:
 // DoTx answers Mismatch.
 func (e *ExpectedLookup) WillMismatch() {
-	e.lookup.WillReturnRows(sqlmock.NewRows(recordColumns).AddRow(liveRecord(e.key, otherHash(e.hash), &idem.Response{Status: 200})...))
+	e.lookup.WillReturnRows(e.m.rows(true, liveRecord(e.key, otherHash(e.hash), &idem.Response{Status: 200})))
 }
 
 // ExpectedDo is the expectation of one claim, which ExpectDo made.
@@ -370,7 +398,7 @@ func (e *ExpectedDo) WillReturnError(err error) {
 // nil, a stored response, which the claim statement returns.
 func (e *ExpectedDo) lost(hash []byte, resp *idem.Response) {
 	rec := liveRecord(e.key, hash, resp)
-	e.claim.WillReturnRows(sqlmock.NewRows(claimColumns).AddRow(append([]driver.Value{false, false}, rec...)...))
+	e.claim.WillReturnRows(e.m.rows(false, append([]driver.Value{false, false}, rec...)))
 }
 
 // otherHash returns a request hash different from hash.
@@ -382,7 +410,7 @@ func otherHash(hash []byte) []byte {
 // unless resp is nil, a stored response, as the lookup statement reads them.
 func liveRecord(key, hash []byte, resp *idem.Response) []driver.Value {
 	now := time.Now()
-	rec := []driver.Value{hash, nil, nil, nil, nil, now.Add(-time.Second).UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken}
+	rec := []driver.Value{hash, nil, nil, nil, nil, now.Add(-time.Second).UnixMicro(), now.Add(idem.DefaultRetention).UnixMicro(), mockToken, mockIncarnation}
 	if resp != nil {
 		header := codec.EncodeHeader(resp.Header)
 		body := resp.Body
@@ -398,13 +426,13 @@ func liveRecord(key, hash []byte, resp *idem.Response) []driver.Value {
 // expectLookup expects the lookup statement for key, returning rec, or no
 // row.
 func (m *Mock) expectLookup(key []byte, rec []driver.Value) *sqlmock.ExpectedQuery {
-	rows := sqlmock.NewRows(recordColumns)
+	var rows [][]driver.Value
 	if rec != nil {
-		rows.AddRow(rec...)
+		rows = append(rows, rec)
 	}
 	return m.mock.ExpectQuery(m.sql("Lookup")).
 		WithArgs(m.args("Lookup", map[string]driver.Value{"key": key})...).
-		WillReturnRows(rows)
+		WillReturnRows(m.rows(true, rows...))
 }
 
 // ErrNoConflict is the error that ExpectedDo.WillConflict makes the claim

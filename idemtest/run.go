@@ -188,6 +188,8 @@ type held struct {
 	inCall, release chan struct{}
 	called, let     sync.Once
 	done            chan error
+	// callKey is the call key of its call, once hold has returned.
+	callKey string
 }
 
 // hold starts a Run of a request for key on e's store, and returns once
@@ -196,8 +198,11 @@ type held struct {
 func hold(t *testing.T, e *env, key string) *held {
 	t.Helper()
 	h := &held{inCall: make(chan struct{}), release: make(chan struct{}), done: make(chan error, 1)}
-	h.request = &request{e: e, key: key, call: func(context.Context, string) error {
-		h.called.Do(func() { close(h.inCall) })
+	h.request = &request{e: e, key: key, call: func(_ context.Context, callKey string) error {
+		h.called.Do(func() {
+			h.callKey = callKey
+			close(h.inCall)
+		})
 		<-h.release
 		return nil
 	}}

@@ -88,15 +88,17 @@ func (e *shardEnv) records(t *testing.T) [][]any {
 
 // testShardColumn claims, replays byte for byte and mismatches a key of one
 // customer; claims the same key for another customer as a record of its
-// own; refuses each call without a shard value before it sends a
+// own, with an incarnation of its own; refuses each call without a shard value before it sends a
 // statement; and, where two writers run at once, answers InFlight for a
 // key that a transaction of the same customer holds.
 func testShardColumn(t *testing.T, s *suite) {
 	e := s.shardEnv(t, idem.WithLockTimeout(300*time.Millisecond))
 	const alice, bob = 7, 8
+	seen := incarnations{}
 	res, err := e.do(t, alice, "k", hashA, e.place(alice, "k", created), true)
 	wantOutcome(t, res, err, idem.Claimed)
 	sameResponse(t, res.Response, created)
+	seen.fresh(t, "the claim of alice's key", res)
 	stored := e.records(t)
 	again, err := e.do(t, alice, "k", hashA, mustNotRun(t), true)
 	wantOutcome(t, again, err, idem.Replay)
@@ -116,6 +118,7 @@ func testShardColumn(t *testing.T, s *suite) {
 	bobs := idem.Response{Status: 202, Body: []byte("bob's order")}
 	res, err = e.do(t, bob, "k", hashB, e.place(bob, "k", bobs), true)
 	wantOutcome(t, res, err, idem.Claimed)
+	seen.fresh(t, "the claim of the same key for bob", res)
 	res, err = e.drv.DoTx(customer(bob), e.store, nil, "k", hashB, mustNotRun(t))
 	wantOutcome(t, res, err, idem.Replay)
 	sameResponse(t, res.Response, bobs)

@@ -37,6 +37,8 @@ func testTakeoverChecksExpiry(t *testing.T, s *suite) {
 			args[i] = now.Add(time.Hour).UnixMicro()
 		case "token":
 			args[i] = int64(7)
+		case "incarnation":
+			args[i] = int64(4711)
 		default:
 			t.Fatalf("the takeover binds {%s}", p)
 		}

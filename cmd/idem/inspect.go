@@ -39,8 +39,13 @@ The state is one of:
              transaction that holds it has not committed yet
   corrupt    the record does not match its checksum and is never replayed
 
-With the state come when the key was claimed and when it expires, and the
-stored status, header and body. A body that is printable UTF-8 is shown, up
+With the state come when the key was claimed and when it expires, the
+record's incarnation, and the stored status, header and body. The
+incarnation is the number that tells this record from every other record
+that the key has had or will have: after forget, release, or the expiry of
+the record, the next request on the key gets another (idem's
+Result.Incarnation); it is 0 for a record created before the table had the
+column. A body that is printable UTF-8 is shown, up
 to -max bytes unless -full is given; a binary body is only measured.
 
 ` + scopeHelp + `
@@ -114,6 +119,7 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		line(w, "state", "corrupt: "+cause(err))
 		if raw, rerr := readRecord(ctx, store, db, key); rerr == nil && raw != nil {
 			times(w, raw.created, raw.expires, now)
+			writeIncarnation(w, raw.incarnation)
 			if raw.status.Valid {
 				line(w, "status", strconv.FormatInt(raw.status.Int64, 10))
 			}
@@ -130,16 +136,19 @@ func runInspect(ctx context.Context, e *env, args []string) error {
 		line(w, "", "once its runner's lease runs out (idem unfinished shows its step and lease)")
 		line(w, "created", formatTime(res.CreatedAt)+" ("+relative(res.CreatedAt, now)+")")
 		line(w, "expires", "not while it is unfinished")
+		writeIncarnation(w, res.Incarnation)
 		return nil
 	}
 	if res.Outcome == idem.InFlight {
 		line(w, "state", "in flight: the key is claimed but no response is stored; a retry gets 409 until it expires")
 		line(w, "", "if its handler committed the transaction itself, see idem settle -h and idem release -h")
 		times(w, res.CreatedAt, res.ExpiresAt, now)
+		writeIncarnation(w, res.Incarnation)
 		return nil
 	}
 	line(w, "state", "finished: the request ran and committed; a retry gets this response back")
 	times(w, res.CreatedAt, res.ExpiresAt, now)
+	writeIncarnation(w, res.Incarnation)
 	resp := res.Response
 	line(w, "status", strconv.Itoa(resp.Status)+statusName(resp.Status))
 	writeHeader(w, resp.Header)
@@ -155,6 +164,15 @@ func line(w io.Writer, label, value string) {
 func times(w io.Writer, created, expires, now time.Time) {
 	line(w, "created", formatTime(created)+" ("+relative(created, now)+")")
 	line(w, "expires", formatTime(expires)+" ("+relative(expires, now)+")")
+}
+
+// writeIncarnation writes the record's incarnation, saying what 0 means.
+func writeIncarnation(w io.Writer, n int64) {
+	if n == 0 {
+		line(w, "record", "incarnation 0: created before the table had the column")
+		return
+	}
+	line(w, "record", "incarnation "+strconv.FormatInt(n, 10))
 }
 
 func statusName(code int) string {
@@ -212,6 +230,7 @@ type rawRecord struct {
 	status           sql.NullInt64
 	header, body     []byte
 	created, expires time.Time
+	incarnation      int64
 }
 
 // readRecord reads the row of key with the Store's own lookup statement, for
@@ -239,18 +258,32 @@ func readRecord(ctx context.Context, store *idem.Store, db *sql.DB, key string) 
 		}
 	}
 	var (
-		r                rawRecord
-		hash, checksum   []byte
-		created, expires int64
-		token            sql.NullInt64
+		r                  rawRecord
+		hash, checksum     []byte
+		created, expires   int64
+		token, incarnation sql.NullInt64
 	)
-	err := db.QueryRowContext(ctx, q.SQL, args...).Scan(&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires, &token)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	rows, err := db.QueryContext(ctx, q.SQL, args...)
 	if err != nil {
 		return nil, err
 	}
-	r.created, r.expires = time.UnixMicro(created), time.UnixMicro(expires)
-	return &r, nil
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	// The record ends with its incarnation where the dialect's statements
+	// return one (dialect.Statements).
+	dest := []any{&hash, &r.status, &r.header, &r.body, &checksum, &created, &expires, &token, &incarnation}
+	if len(cols) < len(dest) {
+		dest = dest[:len(cols)]
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return nil, err
+	}
+	r.created, r.expires, r.incarnation = time.UnixMicro(created), time.UnixMicro(expires), incarnation.Int64
+	return &r, rows.Err()
 }

@@ -37,6 +37,7 @@ func TestInspect(t *testing.T) {
 				`state    finished: the request ran and committed; a retry gets this response back`,
 				`created  2025-03-04 05:06:07.123456 UTC (3m0s ago)`,
 				`expires  2025-03-05 05:06:07.123456 UTC (in 23h57m)`,
+				`record   incarnation `+tb.incarnation(t, store, "order-1"),
 				`status   201 Created`,
 				`header   Content-Type: application/json`,
 				`         Location: /orders/1`,
@@ -90,11 +91,13 @@ func TestInspect(t *testing.T) {
 				`state    in flight: the key is claimed but no response is stored; a retry gets 409 until it expires`,
 				`         if its handler committed the transaction itself, see idem settle -h and idem release -h`,
 				`created  2025-03-04 05:06:07.123456 UTC (3m0s ago)`,
-				`expires  2025-03-04 06:06:07.123456 UTC (in 57m0s)`)
+				`expires  2025-03-04 06:06:07.123456 UTC (in 57m0s)`,
+				`record   incarnation 0: created before the table had the column`)
 		})
 
 		t.Run("Corrupt", func(t *testing.T) {
 			tb.put(t, store, "order-3", idem.Response{Status: 201, Body: []byte("fine")})
+			incarnation := tb.incarnation(t, store, "order-3")
 			tb.exec(t, "UPDATE {T} SET body = $1 WHERE {key} = $2", []byte("tampered"), []byte("order-3"))
 			r := inspect(t, "-key", "order-3")
 			r.wantCode(t, exitCorrupt)
@@ -104,6 +107,7 @@ func TestInspect(t *testing.T) {
 				`state    corrupt: stored record is corrupt: checksum does not match`,
 				`created  2025-03-04 05:06:07.123456 UTC (3m0s ago)`,
 				`expires  2025-03-05 05:06:07.123456 UTC (in 23h57m)`,
+				`record   incarnation ` + incarnation,
 				`status   201`,
 			}
 			if len(got) != len(want)+2 || strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") ||

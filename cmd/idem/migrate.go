@@ -11,8 +11,10 @@ import (
 const migrateHelp = `Usage: idem migrate [-dsn DSN] [-dialect DIALECT] [-table NAME] [-shard-column TYPE]
 
 Migrate creates the table of keys and its index on expires_at if they are
-missing; run again, it does nothing. To review the statements first, or to
-hand them to a migration tool, use idem schema.
+missing, and adds to a table that an earlier version of idem made what it
+lacks, keeping its records (see "Upgrading the table" in idem's
+docs/operations.md); run again, it does nothing. To review the statements
+first, or to hand them to a migration tool, use idem schema.
 
 With -shard-column, the table it creates has a shard column, shard_key of
 that SQL type, as idem schema -shard-column prints it; it does not add the

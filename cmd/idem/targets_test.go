@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +183,21 @@ func (tb *testDB) put(t *testing.T, s *idem.Store, key string, resp idem.Respons
 	if res.Outcome != idem.Claimed {
 		t.Fatalf("storing %s: %v, want claimed", key, res.Outcome)
 	}
+}
+
+// incarnation returns the incarnation of key's live record, as s reads
+// it, in decimal, as inspect shows it; it fails the test where it is 0,
+// which no record that s claimed has.
+func (tb *testDB) incarnation(t *testing.T, s *idem.Store, key string) string {
+	t.Helper()
+	res, err := s.Lookup(context.Background(), tb.db, key)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", key, err)
+	}
+	if res.Incarnation == 0 {
+		t.Fatalf("the record of %s has no incarnation", key)
+	}
+	return strconv.FormatInt(res.Incarnation, 10)
 }
 
 // exec runs a statement written with $1, $2... placeholders, rewritten for

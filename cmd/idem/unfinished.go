@@ -16,7 +16,9 @@ const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-resume-age 
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
 committed (its recovery point; "-" when none has committed yet), when it
-began, its lease, and when the service's Resume takes it. A request whose
+began, its lease, when the service's Resume takes it, and the incarnation
+of its record (idem inspect -h; 0 for a record created before the table
+had the column). A request whose
 lease is held has a runner at work; a request whose lease has run out waits
 for its client's retry or for Resume, which resumes it after its
 recovery point.
@@ -96,7 +98,7 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 	if sharded {
 		fmt.Fprint(w, "SHARD\t")
 	}
-	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE\tRESUMER")
+	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE\tRESUMER\tINCARNATION")
 	for _, u := range list {
 		if sharded {
 			fmt.Fprintf(w, "%s\t", shardText(u.Shard, d.shardType))
@@ -115,7 +117,7 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 		if in := u.ResumeInOlderThan(*resumeAge); in > 0 {
 			resumer = "in " + span(in)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease, resumer)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", strconv.Quote(u.Key), step, relative(u.CreatedAt, now), lease, resumer, u.Incarnation)
 	}
 	if err := w.Flush(); err != nil {
 		return err

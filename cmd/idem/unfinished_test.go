@@ -58,9 +58,20 @@ func TestUnfinished(t *testing.T) {
 
 		r := runWith(t, testEnv(t0), append([]string{"unfinished"}, tb.args()...)...)
 		r.wantCode(t, exitOK)
-		want := regexp.MustCompile(`^KEY +STEP +BEGAN +LEASE +RESUMER\n` +
-			`"given-up" +order +10m0s ago +ran out \d+s ago +takes it next\n` +
-			`"held" +order +9m0s ago +held, runs out in (59m\d+s|1h0m) +in (59m\d+s|1h0m)\n$`)
+		incarnations := map[string]int64{}
+		list, err := store.Unfinished(ctx, tb.db, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range list {
+			if u.Incarnation == 0 {
+				t.Errorf("Unfinished: %q has no incarnation", u.Key)
+			}
+			incarnations[u.Key] = u.Incarnation
+		}
+		want := regexp.MustCompile(`^KEY +STEP +BEGAN +LEASE +RESUMER +INCARNATION\n` +
+			`"given-up" +order +10m0s ago +ran out \d+s ago +takes it next +` + strconv.FormatInt(incarnations["given-up"], 10) + `\n` +
+			`"held" +order +9m0s ago +held, runs out in (59m\d+s|1h0m) +in (59m\d+s|1h0m) +` + strconv.FormatInt(incarnations["held"], 10) + `\n$`)
 		if !want.MatchString(r.stdout) {
 			t.Errorf("stdout:\n%s\nwant it to match %v", r.stdout, want)
 		}
@@ -79,7 +90,8 @@ func TestUnfinished(t *testing.T) {
 
 		r = runWith(t, testEnv(t0), append([]string{"inspect"}, tb.args("-key", "given-up")...)...)
 		r.wantCode(t, exitOK)
-		if !strings.Contains(r.stdout, "state    unfinished: a multi-step request") || !strings.Contains(r.stdout, "expires  not while it is unfinished\n") {
+		if !strings.Contains(r.stdout, "state    unfinished: a multi-step request") || !strings.Contains(r.stdout, "expires  not while it is unfinished\n") ||
+			!strings.HasSuffix(r.stdout, "record   incarnation "+strconv.FormatInt(incarnations["given-up"], 10)+"\n") {
 			t.Errorf("inspect of an unfinished request:\n%s", r.stdout)
 		}
 
@@ -194,7 +206,7 @@ func TestUnfinishedResumeAge(t *testing.T) {
 			}
 			return regexp.MustCompile(`  +`).Split(l[1], -1)
 		}
-		// KEY, STEP, BEGAN, LEASE, RESUMER
+		// KEY, STEP, BEGAN, LEASE, RESUMER, INCARNATION
 		u := row(t)
 		if !strings.HasPrefix(u[3], "ran out ") {
 			t.Errorf("LEASE %q, want it run out", u[3])

@@ -67,14 +67,16 @@ func (sqliteMattn) Schema(table string) []string {
 	token        INTEGER NOT NULL DEFAULT 0,
 	phase        TEXT,
 	lease_until  INTEGER,
-	resume_backoff INTEGER
+	resume_backoff INTEGER,
+	incarnation  INTEGER NOT NULL DEFAULT 0
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + quote(table+"_expires_at") + ` ON ` + quote(bare) + ` (expires_at)`,
 	}
 }
 
 // Upgrades adds the columns of multi-step requests to a table that the
-// first version of this dialect made, which had only Do's. SQLite has no
+// first version of this dialect made, which had only Do's, and then the
+// incarnation, which the records already there hold 0 in. SQLite has no
 // ADD COLUMN IF NOT EXISTS: the check counts the column first.
 func (sqliteMattn) Upgrades(table string) []dialect.Upgrade {
 	schema, bare := "main", table
@@ -84,6 +86,7 @@ func (sqliteMattn) Upgrades(table string) []dialect.Upgrade {
 	var ups []dialect.Upgrade
 	for _, c := range []struct{ name, def string }{
 		{"phase", "TEXT"}, {"lease_until", "INTEGER"}, {"resume_backoff", "INTEGER"},
+		{"incarnation", "INTEGER NOT NULL DEFAULT 0"},
 	} {
 		ups = append(ups, dialect.Upgrade{
 			Check: `SELECT count(*) FROM pragma_table_info('` + bare + `', '` + schema + `') WHERE name = '` + c.name + `'`,
@@ -94,20 +97,22 @@ func (sqliteMattn) Upgrades(table string) []dialect.Upgrade {
 }
 
 // record lists the record columns in the order that dialect.Statements
-// gives.
-const record = `request_hash, status, header, body, checksum, created_at, expires_at, token`
+// gives, with the incarnation, which the claim writes.
+const record = `request_hash, status, header, body, checksum, created_at, expires_at, token, incarnation`
 
 func (sqliteMattn) Statements(table string, _ time.Duration) dialect.Statements {
 	r := strings.NewReplacer("{T}", quote(table), "{record}", record)
 	return dialect.Statements{
 		// RETURNING yields a row only when this statement inserted; a
-		// loser gets no row, and Do looks the record up.
-		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token)
-VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token})
+		// loser gets no row, and Do looks the record up. The claim
+		// writes the new record's incarnation, and so does the
+		// takeover of an expired one, which is a new request.
+		Claim: r.Replace(`INSERT INTO {T} (key, request_hash, created_at, expires_at, token, incarnation)
+VALUES ({key}, {request_hash}, {created_at}, {expires_at}, {token}, {incarnation})
 ON CONFLICT (key) DO NOTHING
 RETURNING 1, 0, {record}`),
 		Takeover: r.Replace(`UPDATE {T} SET request_hash = {request_hash}, created_at = {created_at}, expires_at = {expires_at},
-	token = {token}, status = NULL, header = NULL, body = NULL, checksum = NULL
+	token = {token}, incarnation = {incarnation}, status = NULL, header = NULL, body = NULL, checksum = NULL
 WHERE key = {key} AND expires_at <= {created_at}`),
 		Lookup: r.Replace(`SELECT {record} FROM {T} WHERE key = {key}`),
 		// Both are guarded by the claim's token: if the transaction ended
@@ -130,17 +135,18 @@ const clock = `(CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER) 
 // and no lock of the key's is needed (Lock and TryLock stay empty). Every
 // statement that changes an unfinished request checks the token it
 // expects: the fence that keeps a runner that lost its lease from writing.
+// None changes the incarnation; Progress and the lists return it last.
 func runStatements(r *strings.Replacer) dialect.RunStatements {
 	r2 := strings.NewReplacer("{NOW}", clock)
 	q := func(sql string) string { return r2.Replace(r.Replace(sql)) }
 	const (
 		mine       = `key = {key} AND token = {token} AND status IS NULL`
-		unfinished = `SELECT key, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW} FROM {T}
+		unfinished = `SELECT key, phase, created_at, lease_until, request_hash, COALESCE(resume_backoff, 0), {NOW}, incarnation FROM {T}
 WHERE expires_at = {expires_at} AND status IS NULL AND phase IS NOT NULL AND created_at <= {created_at}`
 	)
 	return dialect.RunStatements{
 		Start:    q(`UPDATE {T} SET phase = {phase}, lease_until = {NOW} + {lease}, expires_at = {expires_at} WHERE ` + mine),
-		Progress: q(`SELECT phase, lease_until, token, created_at, {NOW} FROM {T} WHERE key = {key} AND status IS NULL AND phase IS NOT NULL`),
+		Progress: q(`SELECT phase, lease_until, token, created_at, {NOW}, incarnation FROM {T} WHERE key = {key} AND status IS NULL AND phase IS NOT NULL`),
 		Takeover: q(`UPDATE {T} SET token = {token}, lease_until = {NOW} + {lease}
 WHERE key = {key} AND token = {prev_token} AND status IS NULL AND phase IS NOT NULL AND lease_until <= {NOW}`),
 		Advance: q(`UPDATE {T} SET token = {token}, lease_until = {NOW} + {lease} WHERE key = {key} AND token = {prev_token} AND status IS NULL`),

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,10 +31,12 @@ type Provider struct {
 	srv *httptest.Server
 
 	mu      sync.Mutex
-	charges map[string]string // by idempotency key
-	calls   map[string]int    // by the request's key
-	charged map[string]int    // by the request's key
+	charges map[string]string   // by idempotency key
+	calls   map[string]int      // by the request's key
+	charged map[string]int      // by the request's key
+	keys    map[string][]string // by the request's key: the idempotency keys it was taken with, each once
 	fail    int
+	lose    int
 	before  *gate // Hold's: calls wait before they charge
 	after   *gate // HoldAnswers': calls wait after they charged
 }
@@ -66,7 +69,7 @@ func (g *gate) wait(r *http.Request) bool {
 
 // NewProvider starts a provider, stopped at the end of the test.
 func NewProvider(t testing.TB) *Provider {
-	p := &Provider{charges: map[string]string{}, calls: map[string]int{}, charged: map[string]int{}}
+	p := &Provider{charges: map[string]string{}, calls: map[string]int{}, charged: map[string]int{}, keys: map[string][]string{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
@@ -97,8 +100,19 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		p.charges[key] = id
 		p.charged[order]++
 	}
+	if !slices.Contains(p.keys[order], key) {
+		p.keys[order] = append(p.keys[order], key)
+	}
 	after := p.after
+	lost := p.lose > 0
+	if lost {
+		p.lose--
+	}
 	p.mu.Unlock()
+	if lost {
+		http.Error(w, "the provider's answer was lost", http.StatusBadGateway)
+		return
+	}
 	if !after.wait(r) {
 		return
 	}
@@ -110,6 +124,24 @@ func (p *Provider) Counts(key string) (calls, charges int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls[key], p.charged[key]
+}
+
+// Keys returns the idempotency keys of the calls that the provider took
+// (all but those FailNext failed) for the request with key, each once, in
+// the order they first came.
+func (p *Provider) Keys(key string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.keys[key])
+}
+
+// LoseAnswers makes the provider charge the next n calls that it takes,
+// then answer each with 502, as a gateway that lost the provider's answer
+// would: the caller cannot tell the charge from none.
+func (p *Provider) LoseAnswers(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose = n
 }
 
 // FailNext makes the provider answer the next n calls with 500, without
@@ -253,8 +285,13 @@ type Checkout[TX any] struct {
 	Ops     TxOps[TX]
 	Effects *dbtest.Effects
 	URL     string // the provider's
-	// Key names the checkout in its effect rows and at the provider.
+	// Key names the checkout at the provider, and in its effect rows
+	// unless Stored is set.
 	Key string
+	// Stored, when set, names the checkout in its effect rows: the key as
+	// the Store keeps it, which an adapter makes from Key, so that on
+	// Vitess the rows live on the shard of the checkout's record.
+	Stored string
 	// Die, when set, is called at each of the Points.
 	Die func(point string)
 	// Answer, when set, makes the final response from the charge's id;
@@ -271,15 +308,14 @@ func (c Checkout[TX]) Steps() []idem.Step {
 	if die == nil {
 		die = func(string) {}
 	}
-	answer := c.Answer
-	if answer == nil {
-		answer = func(_ context.Context, id string) (idem.Response, error) {
-			return idem.Response{Status: http.StatusCreated, Body: []byte(id)}, nil
-		}
+	answer := orDefault(c.Answer)
+	rows := c.Key
+	if c.Stored != "" {
+		rows = c.Stored
 	}
 	var chargeID string
 	insert := func(ctx context.Context, tx TX, note string) error {
-		return c.Ops.Exec(ctx, tx, c.Effects.InsertSQL(), dbtest.EffectKey(c.Key), note)
+		return c.Ops.Exec(ctx, tx, c.Effects.InsertSQL(), dbtest.EffectKey(rows), note)
 	}
 	return []idem.Step{
 		idem.Phase("order", func(ctx context.Context, tx TX) error {
@@ -302,7 +338,7 @@ func (c Checkout[TX]) Steps() []idem.Step {
 			die(AfterChargedCommit)
 			var note string
 			q := "SELECT note FROM " + c.Effects.Table + " WHERE k = " + c.Effects.Placeholder(1) + " AND note LIKE 'charged %'"
-			if err := c.Ops.Scan(ctx, tx, q, []any{dbtest.EffectKey(c.Key)}, &note); err != nil {
+			if err := c.Ops.Scan(ctx, tx, q, []any{dbtest.EffectKey(rows)}, &note); err != nil {
 				return idem.Response{}, err
 			}
 			if err := insert(ctx, tx, "confirm"); err != nil {
@@ -312,6 +348,17 @@ func (c Checkout[TX]) Steps() []idem.Step {
 			die(BeforeConfirmCommit)
 			return resp, err
 		}),
+	}
+}
+
+// orDefault returns answer, or, when it is nil, the default answer: a 201
+// whose body is the charge's id.
+func orDefault(answer func(context.Context, string) (idem.Response, error)) func(context.Context, string) (idem.Response, error) {
+	if answer != nil {
+		return answer
+	}
+	return func(_ context.Context, id string) (idem.Response, error) {
+		return idem.Response{Status: http.StatusCreated, Body: []byte(id)}, nil
 	}
 }
 

@@ -58,11 +58,7 @@ func SetupByCustomer(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Opti
 	}
 	dropAtEnd(t, db, e.Table)
 	if d.Name() == "mysql" {
-		t.Cleanup(func() {
-			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+e.Table+"_claim"); err != nil {
-				t.Errorf("drop %s_claim: %v", e.Table, err)
-			}
-		})
+		DropProceduresAtEnd(t, db, e.Table)
 	}
 	o := &Orders{Table: "orders_" + suffix, dialect: d, db: db}
 	if _, err := db.ExecContext(ctx, "CREATE TABLE "+o.Table+" (customer_id "+ShardType+" NOT NULL, k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {

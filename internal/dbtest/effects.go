@@ -80,6 +80,19 @@ func dropAtEnd(t testing.TB, db *sql.DB, table string) {
 	})
 }
 
+// DropProceduresAtEnd drops, at the end of t, the procedures of table's
+// claim that the MySQL dialect's Migrate makes beside it: the first, for
+// binaries of earlier versions, and the current one.
+func DropProceduresAtEnd(t testing.TB, db *sql.DB, table string) {
+	t.Cleanup(func() {
+		for _, suffix := range []string{"_claim", "_claim2"} {
+			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+table+suffix); err != nil {
+				t.Errorf("drop %s%s: %v", table, suffix, err)
+			}
+		}
+	})
+}
+
 // InsertSQL is the statement that Insert sends: its arguments are the
 // EffectKey of the key, and the note.
 func (fx *Effects) InsertSQL() string {
@@ -122,6 +135,22 @@ func (fx *Effects) Count(t testing.TB, key string) int {
 		return fx.count(t, " WHERE rk = decode($1, 'hex')", EffectKey(key))
 	}
 	return fx.count(t, " WHERE k = "+fx.dialect.Placeholder(1), EffectKey(key))
+}
+
+// Delete deletes the effect rows of key, as an operator who undid them
+// would.
+func (fx *Effects) Delete(t testing.TB, key string) {
+	t.Helper()
+	where := " WHERE k = " + fx.dialect.Placeholder(1)
+	switch {
+	case sharded(fx.dialect):
+		where = " WHERE rk = UNHEX(?)" // on the key's shard alone
+	case fx.raw:
+		where = " WHERE rk = decode($1, 'hex')"
+	}
+	if _, err := fx.db.ExecContext(context.Background(), "DELETE FROM "+fx.Table+where, EffectKey(key)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Total counts the effect rows of every key.

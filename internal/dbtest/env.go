@@ -41,12 +41,8 @@ func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 		addVindex(t, db, e.Table, "`key`")
 	}
 	if d.Name() == "mysql" {
-		// The MySQL dialect's Migrate creates the claim's procedure too.
-		t.Cleanup(func() {
-			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+e.Table+"_claim"); err != nil {
-				t.Errorf("drop %s_claim: %v", e.Table, err)
-			}
-		})
+		// The MySQL dialect's Migrate creates the claim's procedures too.
+		DropProceduresAtEnd(t, db, e.Table)
 	}
 	e.Effects = NewEffects(t, d, db, "effects_"+suffix)
 	if IsDistributed(db) {
@@ -117,4 +113,24 @@ func (e *Env) Hold(t testing.TB, key string, hash []byte, resp idem.Response) *s
 		t.Fatalf("outcome = %v, want %v", res.Outcome, idem.Claimed)
 	}
 	return tx
+}
+
+// ClearIncarnation sets the incarnation of the record of key to zero, as
+// a record holds that was created before its table had the column
+// (docs/operations.md, "Upgrading the table"), for a store without a shard
+// column.
+func (e *Env) ClearIncarnation(t testing.TB, key string) {
+	t.Helper()
+	column := "key"
+	switch e.Dialect.Name() {
+	case "mysql", "mariadb", "tidb", "vitess":
+		column = "`key`"
+	}
+	res, err := e.DB.ExecContext(context.Background(), "UPDATE "+e.Table+" SET incarnation = 0 WHERE "+column+" = "+e.Dialect.Placeholder(1), []byte(key))
+	if err != nil {
+		t.Fatalf("clear the incarnation of %q: %v", key, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("clear the incarnation of %q: %d rows, %v; want its record", key, n, err)
+	}
 }

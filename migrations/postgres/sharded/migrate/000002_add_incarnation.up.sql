@@ -1,0 +1,7 @@
+-- Adds incarnation to github.com/idemgo/idem (postgres dialect, with a shard column): a random nonzero number
+-- that the claim which creates a record writes, and that no later phase, resume or takeover
+-- of a live request changes, so that a record tells one request on its key from the next
+-- (after Forget, a release, or the takeover of an expired record). Records from before keep
+-- 0 and go on working. Store.Migrate makes the same change.
+
+ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS incarnation bigint NOT NULL DEFAULT 0;
