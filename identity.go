@@ -73,8 +73,8 @@ func (c *workContext) String() string {
 // taken the record, and keep it in v.
 func (s *Store) work(ctx context.Context, key string, v *values) context.Context {
 	v.work = workContext{Context: ctx, id: Identity{
-		Key:   key,
-		Scope: scopeFrom(ctx),
+		Key:         key,
+		Scope:       scopeFrom(ctx),
 		Shard:       v.shard,
 		Incarnation: v.incarnation,
 	}}
