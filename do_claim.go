@@ -93,7 +93,7 @@ func (s *Store) claimKey(ctx context.Context, tx driver.Tx, v *values, first *cl
 				return Result{}, false, s.wrap("take over expired key", err)
 			}
 			if n == 1 {
-				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt, token: v.token, incarnation: v.incarnation}), true, nil
+				return s.result(Claimed, &record{createdAt: v.createdAt, expiresAt: v.expiresAt, incarnation: v.incarnation}), true, nil
 			}
 			unsettled++
 		default:
@@ -306,10 +306,10 @@ func (s *Store) newToken() int64 {
 }
 
 // newIncarnation returns the incarnation of a record that a claim would
-// create: random, from crypto/rand, so that no two records of any key in
-// any process share one but by a chance of about one in 2^63 (a counter,
-// as tokens are, would make the records of two Stores collide); and never
-// 0, which marks the records created before incarnations were stored.
+// create: random, from crypto/rand, so that two records of a key, whichever
+// processes claimed them, share one only by a chance of about one in 2^64;
+// and never 0, which marks the records created before incarnations were
+// stored.
 func newIncarnation() int64 {
 	var b [8]byte
 	for {

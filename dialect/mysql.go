@@ -277,9 +277,10 @@ func mysqlSchema(table, shard string) []string {
 // phase and lease of multi-step requests (the family's first table had the
 // token already), then Resume's back-off, then the record's incarnation
 // (0 in the records already there). Each goes at the end of the table, so
-// they come in the order of a new table's columns. MySQL has no ADD COLUMN IF NOT EXISTS, so
-// only the check keeps a second run from adding a column twice; a table
-// named without its database is in the session's, DATABASE().
+// they come in the order of a new table's columns. MySQL has no ADD COLUMN
+// IF NOT EXISTS, so only the check keeps a second run from adding a column
+// twice; a table named without its database is in the session's,
+// DATABASE().
 func (mysqlFamily) Upgrades(table string) []Upgrade {
 	t := QuoteTable(table, '`')
 	s, bare := splitTable(table)

@@ -45,8 +45,8 @@ incarnation is the number that tells this record from every other record
 that the key has had or will have: after forget, release, or the expiry of
 the record, the next request on the key gets another (idem's
 Result.Incarnation); it is 0 for a record created before the table had the
-column. A body that is printable UTF-8 is shown, up
-to -max bytes unless -full is given; a binary body is only measured.
+column. A body that is printable UTF-8 is shown, up to -max bytes unless
+-full is given; a binary body is only measured.
 
 ` + scopeHelp + `
 

@@ -18,10 +18,9 @@ reached their final response, oldest first: each key, the last step it
 committed (its recovery point; "-" when none has committed yet), when it
 began, its lease, when the service's Resume takes it, and the incarnation
 of its record (idem inspect -h; 0 for a record created before the table
-had the column). A request whose
-lease is held has a runner at work; a request whose lease has run out waits
-for its client's retry or for Resume, which resumes it after its
-recovery point.
+had the column). A request whose lease is held has a runner at work; a
+request whose lease has run out waits for its client's retry or for
+Resume, which resumes it after its recovery point.
 
 Resume takes a request once it is old enough, a minute unless the service
 gives Resume another age with idem.ResumeOlderThan: give that age with
