@@ -177,11 +177,11 @@ func queryRowCommitted(ctx context.Context, begin func(context.Context, *sql.TxO
 	if err != nil {
 		return err
 	}
-	if err := tx.QueryRowContext(ctx, query, args...).Scan(dest...); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	err = tx.QueryRowContext(ctx, query, args...).Scan(dest...)
+	// The transaction only read: ending it changes nothing, and an end
+	// that fails takes nothing from what the read found.
+	_ = tx.Rollback()
+	return err
 }
 
 // sqlConn is one connection of a pool, pinned (sqlDB.Pin), whose

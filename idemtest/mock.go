@@ -290,9 +290,21 @@ func (m *Mock) ExpectAbandon(key string) {
 // expect it after that ROLLBACK with ExpectLookupFirst, where WillReplay
 // and WillMismatch make it answer DoTx; left unexpected, the read fails in
 // sqlmock, and DoTx keeps the transaction's answer.
+//
+// Where the store's dialect says that a session may read uncommitted rows
+// (dialect.Capabilities.ReadsUncommitted: MySQL, MariaDB), the read runs in
+// a read-only transaction of its own, whose BEGIN and ROLLBACK this
+// expects around it.
 func (m *Mock) ExpectLookupFirst(key string, reqHash []byte) *ExpectedLookup {
 	e := &ExpectedLookup{m: m, key: []byte(key), hash: reqHash}
+	own := dialect.CapabilitiesOf(m.store.Dialect()).ReadsUncommitted
+	if own {
+		m.mock.ExpectBegin()
+	}
 	e.lookup = m.expectLookup(e.key, nil)
+	if own {
+		m.mock.ExpectRollback()
+	}
 	return e
 }
 

@@ -123,6 +123,8 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 			return now + (24 * time.Hour).Microseconds()
 		case "token":
 			return token
+		case "incarnation":
+			return token // any nonzero number; the path never reads it
 		case "lock_id":
 			sum := sha256.Sum256(k)
 			return int64(binary.BigEndian.Uint64(sum[:8]))
@@ -156,12 +158,12 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 		won, busy                    bool
 		hash, header, body, sum      []byte
 		status, createdAt, expiresAt sql.NullInt64
-		owner                        sql.NullInt64
+		owner, incarnation           sql.NullInt64
 	)
 	if err := exec(tx, "ClaimWrite"); err != nil {
 		return err
 	}
-	err = tx.QueryRowContext(ctx, claim.SQL, bind(claim)...).Scan(&won, &busy, &hash, &status, &header, &body, &sum, &createdAt, &expiresAt, &owner)
+	err = tx.QueryRowContext(ctx, claim.SQL, bind(claim)...).Scan(&won, &busy, &hash, &status, &header, &body, &sum, &createdAt, &expiresAt, &owner, &incarnation)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		won = true // MySQL's claim procedure sends a row only when it lost
