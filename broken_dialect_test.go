@@ -3,6 +3,7 @@ package idem_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemtest"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // brokenChildEnv tells the child process of TestDialectCatchesBrokenDialects
@@ -82,6 +84,41 @@ var faults = []struct {
 			st.Run.Resumable = strings.Replace(st.Run.Resumable, "SELECT shard_key, ", "SELECT ", 1)
 		}}
 	}},
+	// A table with a shard column whose claim locks the key alone, as the
+	// PostgreSQL dialect's did: another customer's claim of a held key
+	// fails to take the lock, finds no record of its own and is free by
+	// the pair's lock, and is told to retry.
+	{name: "shard-lock-of-key", property: "ShardValueOwnLock", family: "postgres", says: "want outcome claimed", dialect: func(d idem.Dialect) idem.Dialect {
+		return badShardStatements{Dialect: d, change: func(st *dialect.Statements) {
+			const keyLock = `('x' || encode(substr(sha256({key}::bytea), 1, 8), 'hex'))::bit(64)::bigint`
+			st.Claim = strings.ReplaceAll(st.Claim, "{lock_id}::bigint", keyLock)
+		}}
+	}},
+	// A text shard column of the MySQL family that compares by a
+	// collation that folds case and accents and pads, as a VARCHAR
+	// column does by default: "TENANT-a" and "tenant-a " are answered
+	// with tenant-a's response.
+	{name: "shard-text-folds", property: "ShardValueExact", family: "mysql", says: "outcome = replay, want claimed", dialect: func(d idem.Dialect) idem.Dialect {
+		return badShardStatements{Dialect: d, column: func(kind dialect.ShardKind) string {
+			if kind.Type == dialect.ShardText {
+				return fmt.Sprintf("VARCHAR(%d) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci", kind.MaxBytes)
+			}
+			return map[dialect.ShardType]string{dialect.ShardInt64: "BIGINT", dialect.ShardBytes: fmt.Sprintf("VARBINARY(%d)", kind.MaxBytes), dialect.ShardUUID: "BINARY(36)"}[kind.Type]
+		}}
+	}},
+	// A text shard column of PostgreSQL narrower than its values, whose
+	// claim casts the value to it, as the dialect's claim did to the
+	// declared type: the cast cuts a long value, the other statements
+	// compare it whole, and the request is never answered.
+	{name: "shard-cast-cuts", property: "ShardValueExact", family: "postgres", dialect: func(d idem.Dialect) idem.Dialect {
+		return badShardStatements{
+			column: func(kind dialect.ShardKind) string {
+				return map[dialect.ShardType]string{dialect.ShardInt64: "bigint", dialect.ShardText: "varchar(8)", dialect.ShardBytes: "bytea", dialect.ShardUUID: "uuid"}[kind.Type]
+			},
+			Dialect: d, change: func(st *dialect.Statements) {
+				st.Claim = strings.Replace(st.Claim, "{shard}::text", "{shard}::varchar(8)", 1)
+			}}
+	}},
 	// Key columns of the MySQL family that compare text, not bytes.
 	// latin1 takes every byte, so that only the comparison fails.
 	{name: "key-folds-case", property: "KeysAreBytes", family: "mysql", dialect: func(d idem.Dialect) idem.Dialect {
@@ -99,15 +136,35 @@ var faults = []struct {
 type badShardStatements struct {
 	idem.Dialect
 	change func(*dialect.Statements)
+	// column, when set, is the type of shard_key for a kind, in place of
+	// the dialect's, and the dialect's check accepts it, as an author's
+	// own dialect would.
+	column func(dialect.ShardKind) string
 }
 
-func (d badShardStatements) ShardColumnSchema(table, typ string) []string {
-	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, typ)
+func (d badShardStatements) ShardColumnSchema(table string, kind dialect.ShardKind) []string {
+	schema := d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, kind)
+	if d.column == nil {
+		return schema
+	}
+	_, own := d.Dialect.(dialect.ShardColumn).ShardColumnCheck(table, kind)
+	out := slices.Clone(schema)
+	out[0] = strings.Replace(out[0], "shard_key    "+own, "shard_key    "+d.column(kind), 1)
+	return out
 }
 
-func (d badShardStatements) ShardColumnStatements(table, typ string, lockTimeout time.Duration) dialect.Statements {
-	st := d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, typ, lockTimeout)
-	d.change(&st)
+func (d badShardStatements) ShardColumnCheck(table string, kind dialect.ShardKind) (string, string) {
+	if d.column != nil {
+		return "SELECT 1, 1", d.column(kind)
+	}
+	return d.Dialect.(dialect.ShardColumn).ShardColumnCheck(table, kind)
+}
+
+func (d badShardStatements) ShardColumnStatements(table string, kind dialect.ShardKind, lockTimeout time.Duration) dialect.Statements {
+	st := d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, kind, lockTimeout)
+	if d.change != nil {
+		d.change(&st)
+	}
 	return st
 }
 
@@ -116,14 +173,19 @@ func (d badShardStatements) Capabilities() dialect.Capabilities {
 	return dialect.CapabilitiesOf(d.Dialect)
 }
 
-// shardStatements returns d's statements of a table with a shard column,
-// or none when d has no such table.
-func shardStatements(d idem.Dialect) dialect.Statements {
+// shardSQL returns d's statements and schema of tables with a shard
+// column of the kinds that the faults break, or none when d has no such
+// table.
+func shardSQL(d idem.Dialect) []any {
 	sc, ok := d.(dialect.ShardColumn)
 	if !ok {
-		return dialect.Statements{}
+		return nil
 	}
-	return sc.ShardColumnStatements("t", "BIGINT", time.Second)
+	var all []any
+	for _, kind := range []idem.ShardKind{dbtest.ShardKind, idem.ShardText(16)} {
+		all = append(all, sc.ShardColumnStatements("t", kind, time.Second), sc.ShardColumnSchema("t", kind))
+	}
+	return all
 }
 
 // keyColumnAs is d with its key column made of type typ.
@@ -157,13 +219,13 @@ func TestDialectCatchesBrokenDialects(t *testing.T) {
 					t.Fatal(err)
 				}
 				if _, ok := broken.(badShardStatements); ok {
-					if _, err := idem.New(broken, idem.WithShardColumn("BIGINT")); err != nil {
+					if _, err := idem.New(broken, idem.WithShardColumn(idem.ShardInt64())); err != nil {
 						t.Fatal(err)
 					}
 				}
 				if reflect.DeepEqual(broken.Statements("t", time.Second), tg.Dialect.Statements("t", time.Second)) &&
 					slices.Equal(broken.Schema("t"), tg.Dialect.Schema("t")) &&
-					reflect.DeepEqual(shardStatements(broken), shardStatements(tg.Dialect)) {
+					reflect.DeepEqual(shardSQL(broken), shardSQL(tg.Dialect)) {
 					t.Fatalf("the %s copy of the dialect sends the same statements as the dialect", f.name)
 				}
 				cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenDialectChild$/^"+f.property+"$", "-test.v")

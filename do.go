@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idemgo/idem/dialect"
@@ -196,7 +197,7 @@ func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 		v.incarnation = newIncarnation()
 	}
 	if s.claim.uses(paramLockID) || s.claimHeld.uses(paramLockID) {
-		v.lockID = lockID(v.key)
+		v.lockID = s.lockID(v.key, shard)
 	}
 	return v
 }
@@ -390,10 +391,25 @@ func (s *Store) wrap(op string, err error) error {
 	if op == "" {
 		return err
 	}
+	if s.d.Classify(err) == dialect.ErrorMissingColumn {
+		return s.missingColumn(op, err)
+	}
 	if h, ok := s.d.(dialect.Hinter); ok {
 		if hint := h.Hint(err); hint != "" {
 			return fmt.Errorf("idem: %s: %w (%s)", op, err, hint)
 		}
 	}
 	return fmt.Errorf("idem: %s: %w", op, err)
+}
+
+// missingColumn is the error of the statement of op that named a column
+// that the table lacks: a table without the shard column of a Store with
+// one, which is ErrInvalidArgument as New's options are, or a table of an
+// earlier version that was not migrated.
+func (s *Store) missingColumn(op string, err error) error {
+	if s.sharded() && strings.Contains(err.Error(), "shard_key") {
+		return fmt.Errorf("%w: idem: %s: the table %s has no shard_key column, which idem.WithShardColumn(%v) needs: it was made without one; see docs/operations.md, \"Moving a table to a shard column\" (%w)",
+			ErrInvalidArgument, op, s.table, s.shardKind, err)
+	}
+	return fmt.Errorf("idem: %s: %w (the table %s lacks a column of this version's: run Store.Migrate, or the migration files, as docs/operations.md, \"Upgrading the table\", says)", op, err, s.table)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
 	"errors"
@@ -286,13 +285,18 @@ func (s *Store) result(o Outcome, rec *record) Result {
 	return res
 }
 
-// lockID derives the 64-bit lock number of a key, the same in every process.
-// It leaves the table out: a name can be spelt several ways ("keys",
-// "public.keys"), so a dialect that needs the table in its locks mixes in
-// the database's own identity of it.
-func lockID(key []byte) int64 {
-	sum := sha256.Sum256(key)
-	return int64(binary.BigEndian.Uint64(sum[:8]))
+// lockID derives the 64-bit lock number of the record of key under shard,
+// the same in every process: of the key alone, or, in a table with a shard
+// column, of the pair (dialect.ShardKind.LockBytes), so that two shard
+// values' records of one key never share a lock. It leaves the table out:
+// a name can be spelt several ways ("keys", "public.keys"), so a dialect
+// that needs the table in its locks mixes in the database's own identity
+// of it.
+func (s *Store) lockID(key []byte, shard any) int64 {
+	if s.sharded() {
+		return dialect.LockID(s.shardKind.LockBytes(shard, key))
+	}
+	return dialect.LockID(key)
 }
 
 // newToken returns the token of a new claim: unique to it, and never 0,

@@ -12,8 +12,11 @@ var (
 	// method of Store for a nil transaction, database, function or Store, or
 	// a Store not made by New; every method that names a record by its key
 	// returns it, before it sends anything, for a Store with a shard column
-	// (WithShardColumn) whose context has no shard value of a type it binds
-	// (WithShard); Engine.Purge returns it for a dialect that
+	// (WithShardColumn) whose context has no shard value, or one that the
+	// column cannot hold exactly (WithShard, ShardKind); Migrate returns it
+	// for such a Store whose table that was there has no shard_key, or one
+	// of another type, and every method that sends a statement for one
+	// whose table lacks the column; Engine.Purge returns it for a dialect that
 	// purges shard by shard (dialect.ShardTargeter) on a driver whose
 	// database cannot lend one connection (driver.Pinner). The adapters
 	// wrap it too: idemhttp's New, NewWithRunner and options, and

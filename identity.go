@@ -25,8 +25,10 @@ type Identity struct {
 	// WithScope (idemhttp's and idemgrpc's, for the client that sent the
 	// request), empty where none did.
 	Scope string
-	// Shard is the record's shard value (WithShardColumn, WithShard),
-	// nil for a Store without a shard column.
+	// Shard is the record's shard value (WithShardColumn, WithShard), as
+	// the Store binds it, the kind's one Go value (see ShardKind), such as
+	// the lower-case form of a UUID given in upper case; nil for a Store
+	// without a shard column.
 	Shard any
 	// Incarnation tells this record from every other record that the same
 	// key has had or will have: after Forget, ReleaseUndone or the

@@ -101,5 +101,31 @@ func (s *Store) migrate(ctx context.Context, db driver.Tx) error {
 			return s.wrap("migrate "+s.table, err)
 		}
 	}
+	return s.checkShardColumn(ctx, db)
+}
+
+// checkShardColumn makes sure that a Store with a shard column has a table
+// with it, of the type that holds the kind of its values exactly: a table
+// that was there before Migrate ran may have been made without it, or with
+// a type that cuts, rounds or folds the values (docs/operations.md,
+// "Moving a table to a shard column").
+func (s *Store) checkShardColumn(ctx context.Context, db driver.Tx) error {
+	sc, ok := s.d.(dialect.ShardColumn)
+	if !s.sharded() || !ok {
+		return nil
+	}
+	q, typ := sc.ShardColumnCheck(s.table, s.shardKind)
+	var columns, fitting int
+	if err := db.QueryRow(ctx, q, nil, &columns, &fitting); err != nil {
+		return s.wrap("migrate "+s.table+": check shard_key", err)
+	}
+	switch {
+	case columns == 0:
+		return fmt.Errorf("%w: migrate %s: the table has no shard_key column, which idem.WithShardColumn(%v) needs; it was made without one, and Migrate does not convert a table: see docs/operations.md, \"Moving a table to a shard column\"",
+			ErrInvalidArgument, s.table, s.shardKind)
+	case fitting == 0:
+		return fmt.Errorf("%w: migrate %s: the table's shard_key is not of type %s, which holds the values of idem.WithShardColumn(%v) exactly: see docs/operations.md, \"Moving a table to a shard column\"",
+			ErrInvalidArgument, s.table, typ, s.shardKind)
+	}
 	return nil
 }

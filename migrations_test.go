@@ -29,7 +29,7 @@ import (
 // its Up, down to no table at all. Both tools must have the same versions,
 // so that users of either get the same table. The files of a table with a
 // shard column, in each dialect's sharded/, must make the table that
-// Migrate makes with WithShardColumn(dbtest.ShardType), the type they write.
+// Migrate makes with WithShardColumn(dbtest.ShardKind), the type they write.
 func TestMigrationFiles(t *testing.T) {
 	t.Run("versions", func(t *testing.T) {
 		dirs, err := os.ReadDir("migrations")
@@ -53,7 +53,7 @@ func TestMigrationFiles(t *testing.T) {
 			opts []idem.Option
 		}{
 			{tg.Family, nil},
-			{tg.Family + "/sharded", []idem.Option{idem.WithShardColumn(dbtest.ShardType)}},
+			{tg.Family + "/sharded", []idem.Option{idem.WithShardColumn(dbtest.ShardKind)}},
 		} {
 			t.Run(layout.dir, func(t *testing.T) { checkMigrationFiles(t, db, tg, layout.dir, layout.opts...) })
 		}

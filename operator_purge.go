@@ -138,15 +138,19 @@ func (s *Store) purgeKeys(ctx context.Context, tx driver.Tx, v *values, sel, ful
 			shard any
 		)
 		dest := []any{&k}
-		if s.shardType != "" {
+		if s.sharded() {
 			dest = []any{&shard, &k}
 		}
 		if err := scan(dest...); err != nil {
 			return err
 		}
 		v.keys = append(v.keys, k)
-		if s.shardType != "" {
-			v.shards = append(v.shards, s.scannedShard(shard))
+		if s.sharded() {
+			shard, err := s.scannedShard(shard)
+			if err != nil {
+				return err
+			}
+			v.shards = append(v.shards, shard)
 		}
 		return nil
 	})

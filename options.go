@@ -46,7 +46,7 @@ type config struct {
 	lease            time.Duration
 	leaseClock       func() time.Duration // internal/testhook's
 	purgeHeld        func(keys [][]byte)  // internal/testhook's
-	shardType        string               // WithShardColumn's; "" without one
+	shardKind        ShardKind            // WithShardColumn's; zero without one
 }
 
 func defaultConfig() config {

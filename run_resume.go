@@ -15,10 +15,10 @@ import (
 // its final response.
 type Unfinished struct {
 	Key string
-	// Shard is the request's shard value (WithShardColumn), as the
-	// driver read it from the table, a []byte of a column that is not
-	// binary given as a string; nil in a table without a shard column.
-	// Resume puts it in the context of the request's steps (ShardFrom).
+	// Shard is the request's shard value (WithShardColumn), as the Store
+	// binds it, the kind's one Go value (see ShardKind) whatever the
+	// driver read; nil in a table without a shard column. Resume puts it
+	// in the context of the request's steps (ShardFrom).
 	Shard any
 	// Phase is the request's recovery point, the last step it committed;
 	// empty when it has committed none yet.
@@ -103,13 +103,19 @@ func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Dur
 			created, lease, backoff, now int64
 		)
 		dest := s.withIncarnation([]any{&key, &u.Phase, &created, &lease, &u.requestHash, &backoff, &now, &u.Incarnation})
-		if s.shardType != "" {
+		if s.sharded() {
 			dest = append([]any{&u.Shard}, dest...)
 		}
 		if err := scan(dest...); err != nil {
 			return err
 		}
-		u.Shard = s.scannedShard(u.Shard)
+		if s.sharded() {
+			shard, err := s.scannedShard(u.Shard)
+			if err != nil {
+				return err
+			}
+			u.Shard = shard
+		}
 		u.Key, u.CreatedAt, u.LeaseUntil = string(key), time.UnixMicro(created), time.UnixMicro(lease)
 		u.LeaseLeft = time.Duration(lease-now) * time.Microsecond
 		u.heldFor, u.listedAt = time.Duration(lease+backoff-now)*time.Microsecond, listedAt

@@ -29,7 +29,7 @@ func ExampleWithShardColumn() {
 	if _, err := db.Exec(`CREATE TABLE orders (customer_id INTEGER NOT NULL, item TEXT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	store, err := idem.New(idem.SQLite(), idem.WithShardColumn("BIGINT"))
+	store, err := idem.New(idem.SQLite(), idem.WithShardColumn(idem.ShardInt64()))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -204,20 +204,33 @@ func TestShardColumnResume(t *testing.T) {
 	})
 }
 
-// TestShardColumnInvalid shows what New refuses of a shard column: a type
-// that is not one, and a dialect without tables that have it.
+// TestShardColumnInvalid shows what New refuses of a shard column: a kind
+// that is not one, and a dialect without tables that have it; and what
+// ParseShardKind reads and refuses.
 func TestShardColumnInvalid(t *testing.T) {
-	for _, typ := range []string{"", "bigint; DROP TABLE x", "'text'", "1int", "varchar(64) -- x"} {
-		if _, err := idem.New(idem.SQLite(), idem.WithShardColumn(typ)); !errors.Is(err, idem.ErrInvalidArgument) {
-			t.Errorf("WithShardColumn(%q): %v, want ErrInvalidArgument", typ, err)
+	for _, kind := range []idem.ShardKind{{}, idem.ShardText(0), idem.ShardText(256), idem.ShardBytes(-1),
+		{Type: dialect.ShardInt64, MaxBytes: 8}, {Type: 9}} {
+		if _, err := idem.New(idem.SQLite(), idem.WithShardColumn(kind)); !errors.Is(err, idem.ErrInvalidArgument) {
+			t.Errorf("WithShardColumn(%v): %v, want ErrInvalidArgument", kind, err)
 		}
 	}
-	if _, err := idem.New(plainDialect{idem.SQLite()}, idem.WithShardColumn("BIGINT")); !errors.Is(err, idem.ErrInvalidArgument) {
+	if _, err := idem.New(plainDialect{idem.SQLite()}, idem.WithShardColumn(idem.ShardInt64())); !errors.Is(err, idem.ErrInvalidArgument) {
 		t.Errorf("a dialect without dialect.ShardColumn: %v, want ErrInvalidArgument", err)
 	}
-	for _, typ := range []string{"BIGINT", "varchar(64)", "uuid", "DOUBLE PRECISION", "numeric(20,0)"} {
-		if _, err := idem.New(idem.SQLite(), idem.WithShardColumn(typ)); err != nil {
-			t.Errorf("WithShardColumn(%q): %v", typ, err)
+	for _, kind := range []idem.ShardKind{idem.ShardInt64(), idem.ShardText(1), idem.ShardText(255), idem.ShardBytes(16), idem.ShardUUID()} {
+		if _, err := idem.New(idem.SQLite(), idem.WithShardColumn(kind)); err != nil {
+			t.Errorf("WithShardColumn(%v): %v", kind, err)
+		}
+		if got, err := idem.ParseShardKind(kind.String()); err != nil || got != kind {
+			t.Errorf("ParseShardKind(%q) = %v, %v, want %v", kind.String(), got, err, kind)
+		}
+	}
+	if got, err := idem.ParseShardKind(" TEXT(64) "); err != nil || got != idem.ShardText(64) {
+		t.Errorf("ParseShardKind(\" TEXT(64) \") = %v, %v, want text(64)", got, err)
+	}
+	for _, s := range []string{"", "bigint", "text", "text()", "text(0)", "text(256)", "bytes(x)", "text(64", "uuid(16)", "int64(8)"} {
+		if _, err := idem.ParseShardKind(s); !errors.Is(err, idem.ErrInvalidArgument) {
+			t.Errorf("ParseShardKind(%q): %v, want ErrInvalidArgument", s, err)
 		}
 	}
 }
@@ -336,36 +349,10 @@ func TestNewChecksShardBound(t *testing.T) {
 					return out
 				})
 			}}
-			_, err := idem.New(broken, idem.WithShardColumn("BIGINT"))
+			_, err := idem.New(broken, idem.WithShardColumn(idem.ShardInt64()))
 			if !errors.Is(err, idem.ErrInvalidArgument) || !strings.Contains(err.Error(), "the "+c.name+" statement binds {key} and not {shard}") {
 				t.Errorf("%s without shard_key in its %s statement: New = %v, want ErrInvalidArgument naming it", d.Name(), c.name, err)
 			}
 		}
 	}
-}
-
-// TestShardColumnSharesPostgresLock shows what docs/scaling.md says of
-// the PostgreSQL dialect's lock in a table with a shard column: the lock is
-// the key's, so while a transaction holds one customer's key, another
-// customer's request with the same key answers InFlight, and claims it
-// once the holder has committed.
-func TestShardColumnSharesPostgresLock(t *testing.T) {
-	forEachShardTarget(t, func(t *testing.T, tg target) {
-		if tg.Family != "postgres" {
-			t.Skip("the lock shared across shard values is the PostgreSQL dialect's")
-		}
-		e, orders := tg.SetupByCustomer(t, idem.WithLockTimeout(100*time.Millisecond))
-		bg := context.Background()
-		alice, bob := idem.WithShard(bg, int64(7)), idem.WithShard(bg, int64(8))
-		holder := e.Begin(t, nil)
-		res, err := e.Store.Do(alice, holder, "order-1", hashA, orders.Place(7, "order-1", created))
-		wantOutcome(t, res, err, idem.Claimed)
-		res, err = e.Store.DoTx(bob, e.DB, nil, "order-1", hashA, orders.Place(8, "order-1", created))
-		wantOutcome(t, res, err, idem.InFlight)
-		if err := holder.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		res, err = e.Store.DoTx(bob, e.DB, nil, "order-1", hashA, orders.Place(8, "order-1", created))
-		wantOutcome(t, res, err, idem.Claimed)
-	})
 }

@@ -14,8 +14,8 @@ import (
 type Store struct {
 	d                Dialect
 	table            string
-	shardType        string // WithShardColumn's, "" for a table without the column
-	retention        int64  // microseconds
+	shardKind        ShardKind // WithShardColumn's, zero for a table without the column
+	retention        int64     // microseconds
 	lockTimeout      time.Duration
 	clock            func() time.Time
 	maxResponseBytes int
@@ -79,7 +79,7 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	s := &Store{
 		d:                d,
 		table:            c.table,
-		shardType:        c.shardType,
+		shardKind:        c.shardKind,
 		retention:        c.retention.Microseconds(),
 		lockTimeout:      c.lockTimeout,
 		clock:            c.clock,

@@ -23,6 +23,9 @@ const recordWithoutIncarnation = `request_hash, status, header, body, checksum, 
 type keying struct {
 	k     string // the key column, as the dialect quotes it
 	shard string // the SQL type of shard_key; "" in a table without it
+	// shardLock is the SQL of shard_key's bytes in its record's lock
+	// number, for a dialect whose locks are the Store's (PostgreSQL's).
+	shardLock string
 }
 
 // match is the condition that finds the record of {key}, with q before
@@ -45,7 +48,9 @@ func (kk keying) columns(q string) string {
 
 // values lists the values of columns, each followed by cast, for an
 // INSERT: cast is "::bytea" where the database must be told the type of a
-// parameter, and then the shard column's value is cast to its own type.
+// parameter, and then the shard column's value is declared of the
+// column's own type, which holds every value of its kind as it is: the
+// declaration converts nothing.
 func (kk keying) values(cast string) string {
 	if kk.shard == "" {
 		return `{key}` + cast

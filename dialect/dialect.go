@@ -87,6 +87,12 @@ const (
 	// instead of failing. For any other statement it counts as
 	// ErrorOther.
 	ErrorExists
+
+	// ErrorMissingColumn is the error of a statement that names a column
+	// that the table lacks: a table made by an earlier version and not
+	// migrated, or one made without the shard column of a Store with
+	// idem.WithShardColumn. The Store names the migration that adds it.
+	ErrorMissingColumn
 )
 
 // Upgrade is one change to a table made by an earlier version of a

@@ -44,10 +44,9 @@ func (mariadb) Statements(table string, lockTimeout time.Duration) Statements {
 	return mariadbStatements(table, keying{k: "`key`"}, lockTimeout)
 }
 
-// ShardColumnStatements is Statements for a table with shard_key of type
-// typ.
-func (mariadb) ShardColumnStatements(table, typ string, lockTimeout time.Duration) Statements {
-	return mariadbStatements(table, keying{k: "`key`", shard: typ}, lockTimeout)
+// ShardColumnStatements is Statements for a table with shard_key of kind.
+func (mariadb) ShardColumnStatements(table string, kind ShardKind, lockTimeout time.Duration) Statements {
+	return mariadbStatements(table, mysqlKeying(kind), lockTimeout)
 }
 
 // mariadbStatements is the statements on table, whose records kk names.

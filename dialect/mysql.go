@@ -62,19 +62,20 @@ var _ Dialect = mysql{}
 func (mysql) Name() string { return "mysql" }
 
 func (mysql) Statements(table string, lockTimeout time.Duration) Statements {
-	return mysqlClaimStatements(table, keying{k: "`key`"}, lockTimeout)
+	return mysqlClaimStatements(table, keying{k: "`key`"}, claimProcedure(table), lockTimeout)
 }
 
-// ShardColumnStatements is Statements for a table with shard_key of type
-// typ, whose procedure takes the shard value first.
-func (mysql) ShardColumnStatements(table, typ string, lockTimeout time.Duration) Statements {
-	return mysqlClaimStatements(table, keying{k: "`key`", shard: typ}, lockTimeout)
+// ShardColumnStatements is Statements for a table with shard_key of kind,
+// whose procedure (shardClaimProcedure) takes the shard value first.
+func (mysql) ShardColumnStatements(table string, kind ShardKind, lockTimeout time.Duration) Statements {
+	return mysqlClaimStatements(table, mysqlKeying(kind), shardClaimProcedure(table, kind), lockTimeout)
 }
 
-// mysqlClaimStatements is the statements on table, whose records kk names.
-func mysqlClaimStatements(table string, kk keying, lockTimeout time.Duration) Statements {
+// mysqlClaimStatements is the statements on table, whose records kk names
+// and whose claim calls the procedure proc.
+func mysqlClaimStatements(table string, kk keying, proc string, lockTimeout time.Duration) Statements {
 	st := mysqlStatements(table, kk)
-	st.Claim = "CALL " + claimProcedure(table) + "(" + kk.values("") + ", {request_hash}, {token}, {incarnation}, {created_at}, {expires_at}, " +
+	st.Claim = "CALL " + proc + "(" + kk.values("") + ", {request_hash}, {token}, {incarnation}, {created_at}, {expires_at}, " +
 		strconv.FormatInt(lockWaitSeconds(lockTimeout), 10) + ")"
 	st.ClaimedWithoutRow = true
 	st.ClaimWrite = ""
@@ -103,6 +104,32 @@ func firstClaimProcedure(table string) string {
 	return QuoteTable(table+"_claim", '`')
 }
 
+// shardClaimProcedure names the claim's procedure of table with a shard
+// column of kind, quoted: the table's name with _claim_int64 appended for
+// an int64 column, _claim_bytes for the others, whose shard parameter is
+// a VARBINARY that holds any of their values (shardParameter). The names
+// are new with shard kinds: the procedures of earlier versions took a
+// parameter of the column's declared type, which could round or cut a
+// value before the claim compared it, and go on serving the binaries that
+// call them.
+func shardClaimProcedure(table string, kind ShardKind) string {
+	if kind.Type == ShardInt64 {
+		return QuoteTable(table+"_claim_int64", '`')
+	}
+	return QuoteTable(table+"_claim_bytes", '`')
+}
+
+// shardParameter is the type of the shard parameter of the claim's
+// procedure for a column of kind: a BIGINT for an int64, and a VARBINARY
+// of MaxShardBytes for the others, so that one procedure serves every
+// length of a kind, and a column that grows keeps its procedure.
+func shardParameter(kind ShardKind) string {
+	if kind.Type == ShardInt64 {
+		return "BIGINT"
+	}
+	return "VARBINARY(" + strconv.Itoa(MaxShardBytes) + ")"
+}
+
 // claimProcedureSQL creates the claim's procedure of table (see MySQL),
 // whose records kk names: with a shard column, the procedure takes the
 // shard value, s, first. Its parameters take no names of the table's
@@ -125,8 +152,8 @@ func firstClaimProcedure(table string) string {
 // found, and the lock wait is set only where the session's own differs:
 // every statement of the procedure costs the server time that each new key
 // pays.
-func claimProcedureSQL(table string, kk keying) string {
-	return procedureSQL(table, kk, claimProcedure(table), record,
+func claimProcedureSQL(table string, kk keying, proc string) string {
+	return procedureSQL(table, kk, proc, record,
 		"IN inc BIGINT, ", "incarnation, ", "inc, ", ", i", "incarnation = inc, ", ", i = inc")
 }
 
@@ -203,13 +230,16 @@ END`)
 // 8.0.29 or later) finds one there when it is.
 func (m mysql) Schema(table string) []string {
 	kk := keying{k: "`key`"}
-	return append(m.mysqlFamily.Schema(table), firstClaimProcedureSQL(table, kk), claimProcedureSQL(table, kk))
+	return append(m.mysqlFamily.Schema(table), firstClaimProcedureSQL(table, kk), claimProcedureSQL(table, kk, claimProcedure(table)))
 }
 
-// ShardColumnSchema is Schema with shard_key of type typ.
-func (m mysql) ShardColumnSchema(table, typ string) []string {
-	kk := keying{k: "`key`", shard: typ}
-	return append(m.mysqlFamily.ShardColumnSchema(table, typ), firstClaimProcedureSQL(table, kk), claimProcedureSQL(table, kk))
+// ShardColumnSchema is Schema with shard_key of kind, and the claim's
+// procedure of that kind (shardClaimProcedure). The procedures that
+// earlier versions made for such a table stay as they are.
+func (m mysql) ShardColumnSchema(table string, kind ShardKind) []string {
+	kk := mysqlKeying(kind)
+	kk.shard = shardParameter(kind) // the procedure's parameter
+	return append(m.mysqlFamily.ShardColumnSchema(table, kind), claimProcedureSQL(table, kk, shardClaimProcedure(table, kind)))
 }
 
 // Error numbers that Hint names.
@@ -242,8 +272,57 @@ func (mysqlFamily) Placeholder(int) string { return "?" }
 
 func (mysqlFamily) Schema(table string) []string { return mysqlSchema(table, "") }
 
-// ShardColumnSchema is Schema with shard_key of type typ.
-func (mysqlFamily) ShardColumnSchema(table, typ string) []string { return mysqlSchema(table, typ) }
+// ShardColumnSchema is Schema with shard_key of kind's type
+// (mysqlShardType).
+func (mysqlFamily) ShardColumnSchema(table string, kind ShardKind) []string {
+	return mysqlSchema(table, mysqlShardType(kind))
+}
+
+// mysqlShardType is the type of a shard column of kind in the MySQL
+// family: binary strings for every kind but int64, so that values compare
+// byte for byte whatever the collation (a text column would find
+// "TENANT-a", "ténant-a" and, in a collation that pads, "tenant-a " equal
+// to "tenant-a"), and never pad (VARBINARY) but where every value has the
+// same length (a UUID's 36 bytes).
+func mysqlShardType(kind ShardKind) string {
+	switch kind.Type {
+	case ShardInt64:
+		return "BIGINT"
+	case ShardText, ShardBytes:
+		return "VARBINARY(" + strconv.Itoa(kind.MaxBytes) + ")"
+	case ShardUUID:
+		return "BINARY(36)"
+	}
+	return ""
+}
+
+// mysqlKeying is the keying of a table of the MySQL family with a shard
+// column of kind.
+func mysqlKeying(kind ShardKind) keying {
+	return keying{k: "`key`", shard: mysqlShardType(kind)}
+}
+
+// ShardColumnCheck counts the table's shard_key columns, and those of
+// kind's type or, for text and bytes, of a longer VARBINARY, which holds
+// the kind's values as well, in information_schema.COLUMNS.
+func (mysqlFamily) ShardColumnCheck(table string, kind ShardKind) (string, string) {
+	s, bare := splitTable(table)
+	schema := "DATABASE()"
+	if s != "" {
+		schema = "'" + s + "'"
+	}
+	var fits string
+	switch kind.Type {
+	case ShardInt64:
+		fits = "DATA_TYPE = 'bigint' AND COLUMN_TYPE NOT LIKE '%unsigned%'"
+	case ShardText, ShardBytes:
+		fits = "DATA_TYPE = 'varbinary' AND CHARACTER_MAXIMUM_LENGTH >= " + strconv.Itoa(kind.MaxBytes)
+	default:
+		fits = "DATA_TYPE = 'binary' AND CHARACTER_MAXIMUM_LENGTH = 36"
+	}
+	return `SELECT COUNT(*), COALESCE(SUM(` + fits + `), 0) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ` + schema +
+		` AND TABLE_NAME = '` + bare + `' AND COLUMN_NAME = 'shard_key'`, mysqlShardType(kind)
+}
 
 // mysqlSchema is the family's table, with shard_key of type shard unless
 // shard is "".
@@ -386,6 +465,7 @@ const (
 	myDeadlock        = 1213
 	myCheckRead       = 1020 // MariaDB: record changed since the snapshot
 	myLockNowait      = 3572 // MySQL 8: NOWAIT
+	myBadField        = 1054 // unknown column
 
 	// TiDB's own, each of a transaction that TiDB has rolled back and
 	// that may run again.
@@ -412,6 +492,8 @@ func (mysqlFamily) Classify(err error) ErrorKind {
 		return ErrorRetry
 	case myLockWaitTimeout, myLockNowait:
 		return ErrorLockTimeout
+	case myBadField:
+		return ErrorMissingColumn
 	}
 	return ErrorOther
 }

@@ -42,8 +42,39 @@ func (postgres) Placeholder(n int) string { return NumberedPlaceholder("$", n) }
 
 func (postgres) Schema(table string) []string { return postgresSchema(table, "") }
 
-// ShardColumnSchema is Schema with shard_key of type typ.
-func (postgres) ShardColumnSchema(table, typ string) []string { return postgresSchema(table, typ) }
+// ShardColumnSchema is Schema with shard_key of kind's type
+// (postgresShardType).
+func (postgres) ShardColumnSchema(table string, kind ShardKind) []string {
+	return postgresSchema(table, postgresShardType(kind))
+}
+
+// postgresShardType is the type of a shard column of kind: one that holds
+// every value of the kind exactly and compares it byte for byte, and that
+// a parameter can be declared of without a bound that could cut a value.
+// A text column's bound is the Store's, which checks each value's bytes;
+// text compares by the database's collation, which PostgreSQL requires to
+// be deterministic, so that only equal bytes are equal.
+func postgresShardType(kind ShardKind) string {
+	switch kind.Type {
+	case ShardInt64:
+		return "bigint"
+	case ShardText:
+		return "text"
+	case ShardBytes:
+		return "bytea"
+	case ShardUUID:
+		return "uuid"
+	}
+	return ""
+}
+
+// ShardColumnCheck counts the table's shard_key columns, and those of
+// kind's type, in pg_attribute.
+func (postgres) ShardColumnCheck(table string, kind ShardKind) (string, string) {
+	typ := postgresShardType(kind)
+	return `SELECT count(*), count(*) FILTER (WHERE atttypid = '` + typ + `'::regtype) FROM pg_attribute WHERE attrelid = '` +
+		QuoteTable(table, '"') + `'::regclass AND attname = 'shard_key' AND NOT attisdropped`, typ
+}
 
 // postgresSchema is the table, with shard_key of type shard unless shard
 // is "".
@@ -127,10 +158,10 @@ func (postgres) Statements(table string, _ time.Duration) Statements {
 	return postgresStatements(table, keying{k: "key"})
 }
 
-// ShardColumnStatements is Statements for a table with shard_key of type
-// typ.
-func (postgres) ShardColumnStatements(table, typ string, _ time.Duration) Statements {
-	return postgresStatements(table, keying{k: "key", shard: typ})
+// ShardColumnStatements is Statements for a table with shard_key of kind,
+// whose locks are the pair's (ShardKind.LockBytes).
+func (postgres) ShardColumnStatements(table string, kind ShardKind, _ time.Duration) Statements {
+	return postgresStatements(table, keying{k: "key", shard: postgresShardType(kind), shardLock: postgresShardLock(kind)})
 }
 
 // postgresStatements is the statements on table, whose records kk names.
@@ -179,7 +210,7 @@ RETURNING true, false, {record}`),
 		// where the claims take their locks. The key's lock number is
 		// derived in SQL as the Store derives {lock_id} (lockID).
 		PurgeSelect: r.Replace(`WITH batch AS MATERIALIZED (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})
-SELECT {KCOLS} FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock) + `)`),
+SELECT {KCOLS} FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock(kk)) + `)`),
 		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE ` + kk.in("") + ` AND expires_at <= {now}`),
 		Run:         postgresRun(t, kk),
 	}
@@ -210,9 +241,32 @@ func postgresLock(t string) func(id string) string {
 	return func(id string) string { return `(` + id + ` # ` + table + `)` }
 }
 
-// postgresKeyLock is the {lock_id} of the key column in SQL: the first 8
-// bytes of its SHA-256, big-endian, as a signed number.
-const postgresKeyLock = `('x' || encode(substr(sha256(key), 1, 8), 'hex'))::bit(64)::bigint`
+// postgresKeyLock is the {lock_id} of a record in SQL: the first 8 bytes
+// of the SHA-256 of its key, big-endian, as a signed number; in a table
+// with a shard column, of the bytes of ShardKind.LockBytes, which the
+// shard value's own expression (postgresShardLock) writes before the key.
+func postgresKeyLock(kk keying) string {
+	b := "key"
+	if kk.shard != "" {
+		b = `int4send(octet_length(` + kk.shardLock + `)) || ` + kk.shardLock + ` || key`
+	}
+	return `('x' || encode(substr(sha256(` + b + `), 1, 8), 'hex'))::bit(64)::bigint`
+}
+
+// postgresShardLock is the bytes of shard_key of kind as ShardKind.LockBytes
+// writes them: a bigint's 8 bytes big-endian (int8send), a text's UTF-8
+// whatever the database's encoding, a bytea's own, a uuid's 16.
+func postgresShardLock(kind ShardKind) string {
+	switch kind.Type {
+	case ShardInt64:
+		return "int8send(shard_key)"
+	case ShardText:
+		return "convert_to(shard_key, 'UTF8')"
+	case ShardUUID:
+		return "uuid_send(shard_key)"
+	}
+	return "shard_key"
+}
 
 // postgresClock is PostgreSQL's clock for leases, in microseconds since the
 // Unix epoch: statement_timestamp(), since now() is the transaction's
@@ -238,6 +292,7 @@ const (
 	pgSerializationFailure = "40001"
 	pgDeadlockDetected     = "40P01"
 	pgLockNotAvailable     = "55P03"
+	pgUndefinedColumn      = "42703"
 )
 
 func (postgres) Classify(err error) ErrorKind {
@@ -251,6 +306,8 @@ func (postgres) Classify(err error) ErrorKind {
 		return ErrorExists
 	}
 	switch state {
+	case pgUndefinedColumn:
+		return ErrorMissingColumn
 	case pgSerializationFailure, pgDeadlockDetected, pgLockNotAvailable:
 		// A lock_timeout that the caller set fires as 55P03, and, like
 		// every error in PostgreSQL, aborts the whole transaction: the

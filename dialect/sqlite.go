@@ -35,8 +35,36 @@ func (sqlite) Placeholder(n int) string { return NumberedPlaceholder("?", n) }
 
 func (sqlite) Schema(table string) []string { return sqliteSchema(table, "") }
 
-// ShardColumnSchema is Schema with shard_key of type typ.
-func (sqlite) ShardColumnSchema(table, typ string) []string { return sqliteSchema(table, typ) }
+// ShardColumnSchema is Schema with shard_key of kind's type
+// (sqliteShardType).
+func (sqlite) ShardColumnSchema(table string, kind ShardKind) []string {
+	return sqliteSchema(table, sqliteShardType(kind))
+}
+
+// sqliteShardType is the type of a shard column of kind: INTEGER, TEXT or
+// BLOB, whose affinity keeps each value as the Store binds it, compared
+// byte for byte (TEXT's default collation, BINARY, is memcmp).
+func sqliteShardType(kind ShardKind) string {
+	switch kind.Type {
+	case ShardInt64:
+		return "INTEGER"
+	case ShardBytes:
+		return "BLOB"
+	}
+	return "TEXT"
+}
+
+// ShardColumnCheck counts the table's shard_key columns, and those of
+// kind's type, in pragma_table_info.
+func (sqlite) ShardColumnCheck(table string, kind ShardKind) (string, string) {
+	schema, bare := splitTable(table)
+	if schema == "" {
+		schema = "main"
+	}
+	typ := sqliteShardType(kind)
+	return `SELECT count(*), count(*) FILTER (WHERE upper(type) = '` + typ + `') FROM pragma_table_info('` + bare + `', '` + schema +
+		`') WHERE name = 'shard_key'`, typ
+}
 
 // sqliteSchema is the table, with shard_key of type shard unless shard is
 // "".
@@ -108,14 +136,23 @@ func sqliteExists(err error) bool {
 	return strings.Contains(err.Error(), "duplicate column name")
 }
 
+// sqliteMissingColumn reports whether err, a plain SQLITE_ERROR, says that
+// a statement named a column that the table lacks (see
+// ErrorMissingColumn), which, as for sqliteExists, only its message tells:
+// "no such column" in a read or an update, "has no column named" in an
+// insert.
+func sqliteMissingColumn(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "no such column") || strings.Contains(msg, "has no column named")
+}
+
 func (sqlite) Statements(table string, _ time.Duration) Statements {
 	return sqliteStatements(table, keying{k: "key"})
 }
 
-// ShardColumnStatements is Statements for a table with shard_key of type
-// typ.
-func (sqlite) ShardColumnStatements(table, typ string, _ time.Duration) Statements {
-	return sqliteStatements(table, keying{k: "key", shard: typ})
+// ShardColumnStatements is Statements for a table with shard_key of kind.
+func (sqlite) ShardColumnStatements(table string, kind ShardKind, _ time.Duration) Statements {
+	return sqliteStatements(table, keying{k: "key", shard: sqliteShardType(kind)})
 }
 
 // sqliteStatements is the statements on table, whose records kk names.
@@ -170,6 +207,9 @@ func (sqlite) Classify(err error) ErrorKind {
 	case sqliteError:
 		if sqliteExists(err) {
 			return ErrorExists
+		}
+		if sqliteMissingColumn(err) {
+			return ErrorMissingColumn
 		}
 	}
 	return ErrorOther

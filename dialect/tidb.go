@@ -36,10 +36,9 @@ func (tidb) Statements(table string, lockTimeout time.Duration) Statements {
 	return tidbStatements(table, keying{k: "`key`"}, lockTimeout)
 }
 
-// ShardColumnStatements is Statements for a table with shard_key of type
-// typ.
-func (tidb) ShardColumnStatements(table, typ string, lockTimeout time.Duration) Statements {
-	return tidbStatements(table, keying{k: "`key`", shard: typ}, lockTimeout)
+// ShardColumnStatements is Statements for a table with shard_key of kind.
+func (tidb) ShardColumnStatements(table string, kind ShardKind, lockTimeout time.Duration) Statements {
+	return tidbStatements(table, mysqlKeying(kind), lockTimeout)
 }
 
 // tidbStatements is the statements on table, whose records kk names.

@@ -65,10 +65,10 @@ func (vitess) Statements(table string, _ time.Duration) Statements {
 	return vitessStatements(table, keying{k: "`key`"})
 }
 
-// ShardColumnStatements is Statements for a table with shard_key of type
-// typ, which the VSchema shards by shard_key (docs/scaling.md).
-func (vitess) ShardColumnStatements(table, typ string, _ time.Duration) Statements {
-	return vitessStatements(table, keying{k: "`key`", shard: typ})
+// ShardColumnStatements is Statements for a table with shard_key of kind,
+// which the VSchema shards by shard_key (docs/scaling.md).
+func (vitess) ShardColumnStatements(table string, kind ShardKind, _ time.Duration) Statements {
+	return vitessStatements(table, mysqlKeying(kind))
 }
 
 // vitessStatements is the statements on table, whose records kk names.

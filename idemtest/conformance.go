@@ -55,7 +55,7 @@ import (
 // and Resume (CallKeysKept).
 //
 // Where d implements dialect.ShardColumn, four more run on a store with
-// idem.WithShardColumn("BIGINT") (dbtest.ShardType), whose requests place
+// idem.WithShardColumn(idem.ShardInt64()) (dbtest.ShardKind), whose requests place
 // a customer's orders in a table beside idem's: ShardColumn (claim, replay
 // byte for byte, mismatch, one key of two customers being two records,
 // every call without a shard value refused with ErrInvalidArgument before
@@ -139,6 +139,11 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"ShardColumn", testShardColumn},
 		{"ShardColumnPurge", testShardColumnPurge},
 		{"ShardColumnResume", testShardColumnResume},
+		{"ShardColumnMissing", testShardColumnMissing},
+		{"ShardValueRefused", testShardValueRefused},
+		{"ShardValueExact", testShardValueExact},
+		{"ShardValueOwnLock", testShardValueOwnLock},
+		{"ShardValueListed", testShardValueListed},
 		{"CallKeysPerRecord", testCallKeysPerRecord},
 		{"CallKeysPerShardValue", testCallKeysPerShardValue},
 		{"CallKeysKept", testCallKeysKept},

@@ -56,8 +56,23 @@ func (f *dbFlags) register(fs *flag.FlagSet, connects bool, defaultTable string)
 // registerShardColumn adds -shard-column, for the commands that make a Store
 // of the table: every one but demo, whose table is its own.
 func (f *dbFlags) registerShardColumn(fs *flag.FlagSet) {
-	fs.StringVar(&f.shardColumn, "shard-column", "", "the SQL type of the table's shard column, shard_key, for a table made\n"+
-		"with idem.WithShardColumn (such as BIGINT); give it whenever the table has one")
+	fs.StringVar(&f.shardColumn, "shard-column", "", "the `KIND` of the table's shard column, shard_key, for a table made\n"+
+		"with idem.WithShardColumn: int64, text(N), bytes(N) or uuid, as the\n"+
+		"service gives it; give it whenever the table has one")
+}
+
+// shardColumnKind reads -shard-column: the zero ShardKind for a table
+// without a shard column (no flag), and a usage error for a kind that
+// idem.ParseShardKind does not read.
+func shardColumnKind(flag string) (idem.ShardKind, error) {
+	if flag == "" {
+		return idem.ShardKind{}, nil
+	}
+	kind, err := idem.ParseShardKind(flag)
+	if err != nil {
+		return idem.ShardKind{}, usageError("bad -shard-column: %s", strings.TrimPrefix(err.Error(), "idem: "))
+	}
+	return kind, nil
 }
 
 // database is a resolved choice of database, driver and table.
@@ -67,10 +82,13 @@ type database struct {
 	driver  string
 	dsn     string // as it is opened: with the settings idem adds (kind.fixDSN)
 	table   string
-	// shardType is -shard-column's type, "" for a table without a shard
-	// column.
-	shardType string
+	// shardKind is -shard-column's kind, the zero ShardKind for a table
+	// without a shard column.
+	shardKind idem.ShardKind
 }
+
+// sharded reports whether -shard-column gave the table a shard column.
+func (d *database) sharded() bool { return d.shardKind.Valid() }
 
 // resolve turns the flags and the environment into a database. A missing or
 // contradictory setting is a usage error. With needDSN false (schema), only
@@ -104,13 +122,16 @@ func (f *dbFlags) resolve(e *env, needDSN bool) (*database, error) {
 	if _, err := idem.New(d, idem.WithTable(f.table)); err != nil {
 		return nil, usageError("bad -table: %s", strings.TrimPrefix(err.Error(), "idem: "))
 	}
-	if f.shardColumn != "" {
-		if _, err := idem.New(d, idem.WithTable(f.table), idem.WithShardColumn(f.shardColumn)); err != nil {
+	kind, err := shardColumnKind(f.shardColumn)
+	if err != nil {
+		return nil, err
+	}
+	if kind.Valid() {
+		if _, err := idem.New(d, idem.WithTable(f.table), idem.WithShardColumn(kind)); err != nil {
 			return nil, usageError("bad -shard-column: %s", strings.TrimPrefix(err.Error(), "idem: "))
 		}
 	}
-	db := &database{kind: k, dialect: d, table: f.table, dsn: dsn, shardType: f.shardColumn}
-	var err error
+	db := &database{kind: k, dialect: d, table: f.table, dsn: dsn, shardKind: kind}
 	if db.driver, err = k.driver(f.driver); err != nil {
 		return nil, err
 	}
@@ -230,8 +251,8 @@ func (d *database) open(ctx context.Context, mustExist bool) (*sql.DB, error) {
 // gave one.
 func (d *database) store(opts ...idem.Option) (*idem.Store, error) {
 	base := []idem.Option{idem.WithTable(d.table)}
-	if d.shardType != "" {
-		base = append(base, idem.WithShardColumn(d.shardType))
+	if d.sharded() {
+		base = append(base, idem.WithShardColumn(d.shardKind))
 	}
 	return idem.New(d.dialect, append(base, opts...)...)
 }
@@ -282,6 +303,19 @@ func (d *database) hasShardColumn(ctx context.Context, db *sql.DB) bool {
 	return rows.Err() == nil
 }
 
+// checkShard makes sure that -shard-column says what the table holds: a
+// table with a shard column needs it (hasShardColumn), and its kind must be
+// the column's (checkShardKind).
+func (d *database) checkShard(ctx context.Context, db *sql.DB) error {
+	if !d.sharded() {
+		if d.hasShardColumn(ctx, db) {
+			return usageError("table %s has a shard column, shard_key: give its kind with -shard-column, as the service's idem.WithShardColumn does", d.table)
+		}
+		return nil
+	}
+	return d.checkShardKind(ctx, db)
+}
+
 // openTable opens the database and checks that the table exists. Where the
 // dialect cannot tell, it says so on stderr and goes on as if the table
 // existed.
@@ -297,8 +331,8 @@ func (d *database) openTable(ctx context.Context, e *env) (*sql.DB, error) {
 		fmt.Fprintf(e.stderr, "idem: not checking that table %s exists: %s\n", d.table, d.notInspector())
 	case !ok:
 		err = fmt.Errorf("table %s does not exist in this %s database: check -table, or create it with idem migrate", d.table, d.dialect.Name())
-	case d.shardType == "" && d.hasShardColumn(ctx, db):
-		err = usageError("table %s has a shard column, shard_key: give its SQL type with -shard-column, as the service's idem.WithShardColumn does", d.table)
+	default:
+		err = d.checkShard(ctx, db)
 	}
 	if err != nil {
 		db.Close()

@@ -7,7 +7,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE | -single-client] [-shard-column TYPE -shard VALUE] [flags]
+const forgetHelp = `Usage: idem forget -key KEY [-scope SCOPE | -single-client] [-shard-column KIND -shard VALUE] [flags]
 
 Forget deletes the record of a finished key before its retention window
 ends, so that the key may be sent again: the next request with it runs as a

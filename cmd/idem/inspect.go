@@ -16,7 +16,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE | -single-client] [-shard-column TYPE -shard VALUE] [flags]
+const inspectHelp = `Usage: idem inspect -key KEY [-scope SCOPE | -single-client] [-shard-column KIND -shard VALUE] [flags]
 
 Inspect shows what the table holds for one idempotency key, to answer a
 customer who asks whether a request went through.

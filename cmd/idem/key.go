@@ -37,10 +37,10 @@ type keyFlags struct {
 	scope  givenFlag
 	single bool
 	shard  givenFlag
-	// shardType is the shard column's type once withShard has put -shard
-	// in the context, and "" for a table without a shard column; bound is
-	// the value it put there.
-	shardType string
+	// shardKind is the shard column's kind once withShard has put -shard
+	// in the context, and the zero ShardKind for a table without a shard
+	// column; bound is the value it put there.
+	shardKind idem.ShardKind
 	bound     any
 }
 
@@ -65,8 +65,9 @@ func (k *keyFlags) register(fs *flag.FlagSet) {
 		"with WithScope")
 	fs.BoolVar(&k.single, "single-client", false, "for a key stored through idemhttp or idemgrpc made with\n"+
 		"WithSingleClient, under StoredKey(\"\", key)")
-	fs.Var(&k.shard, "shard", "the record's shard value, as the service gave it to idem.WithShard\n"+
-		"(required with -shard-column, refused without it)")
+	fs.Var(&k.shard, "shard", "the record's shard `VALUE`, as the service gave it to idem.WithShard:\n"+
+		"for -shard-column int64 decimal digits, text(N) the text, bytes(N) hex\n"+
+		"digits, uuid 8-4-4-4-12 (required with -shard-column, refused without it)")
 }
 
 // stored returns the key as the table holds it. rest are the command's
@@ -112,8 +113,8 @@ func (k *keyFlags) name() string {
 	case k.scope.set:
 		n += " in scope " + strconv.Quote(k.scope.value)
 	}
-	if k.shardType != "" {
-		n += " of shard " + shardText(k.bound, k.shardType)
+	if k.shardKind.Valid() {
+		n += " of shard " + shardText(k.bound, k.shardKind)
 	}
 	return n
 }
@@ -122,7 +123,7 @@ func (k *keyFlags) name() string {
 // below it on a table with a shard column.
 func (k *keyFlags) writeKey(w io.Writer, stored string) {
 	line(w, "key", strconv.Quote(stored))
-	if k.shardType != "" {
-		line(w, "shard", shardText(k.bound, k.shardType))
+	if k.shardKind.Valid() {
+		line(w, "shard", shardText(k.bound, k.shardKind))
 	}
 }

@@ -193,9 +193,11 @@ release, forget and unfinished:
 %s
   -table    the table of keys; default idempotency_keys
   -shard-column
-            the SQL type of the table's shard column, for a table made with
-            idem.WithShardColumn (schema takes it too); inspect, settle,
-            release and forget then need -shard, the record's shard value
+            the kind of the table's shard column, for a table made with
+            idem.WithShardColumn: int64, text(N), bytes(N) or uuid, as the
+            service gives it (schema takes it too); inspect, settle,
+            release and forget then need -shard, the record's shard value:
+            decimal digits, the text, hex digits or 8-4-4-4-12
   -driver   %s
 
 The commands that take a key, inspect, settle, release and forget, take it

@@ -12,15 +12,17 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const purgeHelp = `Usage: idem purge [-batch N] [-shard-column TYPE] [flags]
+const purgeHelp = `Usage: idem purge [-batch N] [-shard-column KIND] [flags]
 
 Purge deletes the records whose retention window has passed, -batch at a
 time, each batch a short statement of its own, so that it never holds many
 locks for long and the service can keep claiming keys meanwhile. Expired
 records no longer count, so deleting them changes no answer; it keeps the
 table and its index small. Run it from cron or a scheduled job, as often as
-you like. On a table with a shard column, give its type with -shard-column:
-purge then deletes each expired record by its shard value and key.
+you like. On a table with a shard column (idem.WithShardColumn), give its
+kind with -shard-column, as the service gives it (int64, text(N), bytes(N)
+or uuid): purge then deletes each expired record by its shard value and
+key.
 
 When stderr is a terminal, a progress line shows how many of the expired
 records are gone. At the end, a summary says how many were deleted, in how

@@ -8,7 +8,7 @@ import (
 )
 
 const releaseHelp = `Usage: idem release -key KEY [-scope SCOPE | -single-client] -no-effect [-phases-undone]
-                    [-shard-column TYPE -shard VALUE] [flags]
+                    [-shard-column KIND -shard VALUE] [flags]
 
 Release deletes the record of a key left unfinished, so that the next
 request with the key runs as a new one and does the work.

@@ -9,7 +9,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const schemaHelp = `Usage: idem schema -dialect DIALECT [-table NAME] [-shard-column TYPE]
+const schemaHelp = `Usage: idem schema -dialect DIALECT [-table NAME] [-shard-column KIND]
 
 Schema prints the statements that create the table of keys and its index,
 each ending with a semicolon and separated by a blank line, for a migration
@@ -18,9 +18,10 @@ migrate runs, and both do nothing when the table is already there. Schema
 does not connect to a database. The mysql and mariadb dialects use the same
 table, so either prints it.
 
-With -shard-column, the table has a shard column, shard_key of that SQL
-type, and the primary key (shard_key, key): the table of a Store made with
-idem.WithShardColumn of the same type (docs/scaling.md).
+With -shard-column KIND, the table has a shard column, shard_key, of the
+type that the dialect gives KIND (int64, text(N), bytes(N) or uuid), and
+the primary key (shard_key, key): the table of a Store made with
+idem.WithShardColumn of the same kind (docs/scaling.md).
 
 Exit status:
   0  printed
@@ -29,7 +30,7 @@ Exit status:
 
 Example:
   idem schema -dialect postgres > migrations/00042_idempotency_keys.up.sql
-  idem schema -dialect mysql -table idem_keys -shard-column BIGINT
+  idem schema -dialect mysql -table idem_keys -shard-column int64
 `
 
 func runSchema(ctx context.Context, e *env, args []string) error {

@@ -17,7 +17,7 @@ import (
 
 const settleHelp = `Usage: idem settle -key KEY [-scope SCOPE | -single-client] -status N [-header 'Name: value' ...]
                    [-body TEXT | -body-file PATH] [-retention D]
-                   [-shard-column TYPE -shard VALUE] [flags]
+                   [-shard-column KIND -shard VALUE] [flags]
 
 Settle stores the response of a key left unfinished, so that every retry of
 its request gets that response back instead of 409.

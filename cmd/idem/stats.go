@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const statsHelp = `Usage: idem stats [-shard-column TYPE] [flags]
+const statsHelp = `Usage: idem stats [-shard-column KIND] [flags]
 
 Stats reports the state of the table of keys:
 
@@ -29,9 +29,10 @@ Stats reports the state of the table of keys:
                 updates from time to time; the dbstat table on SQLite, or the
                 whole database file when dbstat is missing
 
-On a table with a shard column, give its type with -shard-column, as every
-command that reads the table needs it: the counts are of the records of
-every shard value.
+On a table with a shard column (idem.WithShardColumn), give its kind with
+-shard-column, as the service gives it (int64, text(N), bytes(N) or uuid),
+as every command that reads the table needs it: the counts are of the
+records of every shard value.
 
 Counting reads every row, as count(*) does: on a table of many millions of
 keys it takes a while, and it is best run against a replica.

@@ -11,7 +11,7 @@ import (
 	"github.com/idemgo/idem"
 )
 
-const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-resume-age D] [-shard-column TYPE] [flags]
+const unfinishedHelp = `Usage: idem unfinished [-age D] [-limit N] [-resume-age D] [-shard-column KIND] [flags]
 
 Unfinished lists the multi-step requests (idem's Store.Run) that have not
 reached their final response, oldest first: each key, the last step it
@@ -33,10 +33,11 @@ database's.
 
 -age leaves out the requests younger than it; -limit says how many to show.
 
-On a table with a shard column, give its type with -shard-column: a SHARD
-column comes first, each request's shard value (an integer column's as its
-digits, any other quoted as keys are), which settle, release and forget
-take with -shard.
+On a table with a shard column (idem.WithShardColumn), give its kind with
+-shard-column, as the service gives it (int64, text(N), bytes(N) or uuid):
+a SHARD column comes first, each request's shard value as settle, release
+and forget take it with -shard: an int64's digits, a text quoted as keys
+are, a byte string's hex digits, a UUID in the 8-4-4-4-12 form.
 
 Exit status:
   0  listed, also when there is none
@@ -93,14 +94,14 @@ func runUnfinished(ctx context.Context, e *env, args []string) error {
 	// On a table with a shard column, a record is its shard value and its
 	// key: the SHARD column says which, as -shard of settle, release and
 	// forget takes it.
-	sharded := d.shardType != ""
+	sharded := d.sharded()
 	if sharded {
 		fmt.Fprint(w, "SHARD\t")
 	}
 	fmt.Fprintln(w, "KEY\tSTEP\tBEGAN\tLEASE\tRESUMER\tINCARNATION")
 	for _, u := range list {
 		if sharded {
-			fmt.Fprintf(w, "%s\t", shardText(u.Shard, d.shardType))
+			fmt.Fprintf(w, "%s\t", shardText(u.Shard, d.shardKind))
 		}
 		step := u.Phase
 		if step == "" {

@@ -8,9 +8,15 @@ import (
 	"github.com/idemgo/idem"
 )
 
-// ShardType is the SQL type of the shard column of the tests' stores that
-// shard by customer (SetupByCustomer), the type of Orders' customer_id.
-const ShardType = "BIGINT"
+// ShardKind is the kind of the shard column of the tests' stores that
+// shard by customer (SetupByCustomer), whose type on every built-in
+// dialect is CustomerType, the type of Orders' customer_id.
+var ShardKind = idem.ShardInt64()
+
+// CustomerType is the SQL type of Orders' customer_id: that of a shard
+// column of ShardKind on every built-in database, as Citus's co-location
+// and Vitess's vindexes need.
+const CustomerType = "BIGINT"
 
 // Orders is a table of orders of customers, sharded by customer_id as a
 // real service's effects are, not by the idempotency key: the effect table
@@ -28,7 +34,7 @@ type Orders struct {
 }
 
 // SetupByCustomer opens tg for t and makes a store with opts and a shard
-// column of type ShardType on a table of its own, migrates it, and creates
+// column of ShardKind on a table of its own, migrates it, and creates
 // an Orders table beside it; both are sharded by customer as Orders says,
 // and dropped at the end of t.
 func (tg Target) SetupByCustomer(t testing.TB, opts ...idem.Option) (*Env, *Orders) {
@@ -47,21 +53,9 @@ func SetupByCustomer(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Opti
 	t.Helper()
 	ctx := context.Background()
 	suffix := RandomName()
-	e := &Env{Dialect: d, DB: db, Table: "idem_" + suffix}
-	store, err := idem.New(d, append([]idem.Option{idem.WithTable(e.Table), idem.WithShardColumn(ShardType)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Store = store
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	dropAtEnd(t, db, e.Table)
-	if d.Name() == "mysql" {
-		DropProceduresAtEnd(t, db, e.Table)
-	}
+	e := newSharded(t, d, db, "idem_"+suffix, ShardKind, opts...)
 	o := &Orders{Table: "orders_" + suffix, dialect: d, db: db}
-	if _, err := db.ExecContext(ctx, "CREATE TABLE "+o.Table+" (customer_id "+ShardType+" NOT NULL, k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+o.Table+" (customer_id "+CustomerType+" NOT NULL, k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	dropAtEnd(t, db, o.Table)
@@ -80,6 +74,45 @@ func SetupByCustomer(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Opti
 		}
 	}
 	return e, o
+}
+
+// SetupSharded opens no orders: it makes a store with opts and a shard
+// column of kind on a table of its own in db, migrates it, and shards it by
+// shard_key where the database is sharded (Vitess's xxhash vindex; on
+// Citus, create_distributed_table), for the tests of shard values of any
+// kind. The table is dropped at the end of t.
+func SetupSharded(t testing.TB, d idem.Dialect, db *sql.DB, kind idem.ShardKind, opts ...idem.Option) *Env {
+	t.Helper()
+	e := newSharded(t, d, db, "idem_"+RandomName(), kind, opts...)
+	switch {
+	case sharded(d):
+		addVindex(t, db, e.Table, "shard_key")
+	case IsDistributed(db):
+		if _, err := db.ExecContext(context.Background(), `SELECT create_distributed_table($1, 'shard_key')`, e.Table); err != nil {
+			t.Fatalf("distribute %s: %v", e.Table, err)
+		}
+	}
+	return e
+}
+
+// newSharded makes and migrates the store of SetupByCustomer and
+// SetupSharded on table, dropped at the end of t with its procedures.
+func newSharded(t testing.TB, d idem.Dialect, db *sql.DB, table string, kind idem.ShardKind, opts ...idem.Option) *Env {
+	t.Helper()
+	e := &Env{Dialect: d, DB: db, Table: table}
+	store, err := idem.New(d, append([]idem.Option{idem.WithTable(e.Table), idem.WithShardColumn(kind)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Store = store
+	if err := store.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	dropAtEnd(t, db, e.Table)
+	if d.Name() == "mysql" {
+		DropProceduresAtEnd(t, db, e.Table)
+	}
+	return e
 }
 
 // Place returns a Func that writes customer's order for key, noted "done",

@@ -85,7 +85,7 @@ func dropAtEnd(t testing.TB, db *sql.DB, table string) {
 // binaries of earlier versions, and the current one.
 func DropProceduresAtEnd(t testing.TB, db *sql.DB, table string) {
 	t.Cleanup(func() {
-		for _, suffix := range []string{"_claim", "_claim2"} {
+		for _, suffix := range []string{"_claim", "_claim2", "_claim_int64", "_claim_bytes"} {
 			if _, err := db.ExecContext(context.Background(), "DROP PROCEDURE IF EXISTS "+table+suffix); err != nil {
 				t.Errorf("drop %s%s: %v", table, suffix, err)
 			}

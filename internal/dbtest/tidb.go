@@ -38,15 +38,20 @@ func TiDBServers() []Server {
 // commit.
 type optimistic struct{ idem.Dialect }
 
-// ShardColumnSchema and ShardColumnStatements are TiDB's, so that the
-// properties of a table with a shard column run in optimistic mode too: an
-// embedded dialect's optional interfaces are not the embedding type's.
-func (d optimistic) ShardColumnSchema(table, typ string) []string {
-	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, typ)
+// ShardColumnSchema, ShardColumnStatements and ShardColumnCheck are TiDB's,
+// so that the properties of a table with a shard column run in optimistic
+// mode too: an embedded dialect's optional interfaces are not the
+// embedding type's.
+func (d optimistic) ShardColumnSchema(table string, kind dialect.ShardKind) []string {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnSchema(table, kind)
 }
 
-func (d optimistic) ShardColumnStatements(table, typ string, lockTimeout time.Duration) dialect.Statements {
-	return d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, typ, lockTimeout)
+func (d optimistic) ShardColumnStatements(table string, kind dialect.ShardKind, lockTimeout time.Duration) dialect.Statements {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnStatements(table, kind, lockTimeout)
+}
+
+func (d optimistic) ShardColumnCheck(table string, kind dialect.ShardKind) (string, string) {
+	return d.Dialect.(dialect.ShardColumn).ShardColumnCheck(table, kind)
 }
 
 func (d optimistic) Capabilities() dialect.Capabilities {
