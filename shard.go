@@ -122,10 +122,15 @@ type shardKey struct{}
 // WithShard returns a copy of ctx that carries the shard value of the
 // requests made with it: the value of the shard column (WithShardColumn)
 // of the records that Do, DoTx, Run and the operators read and write under
-// ctx. Its Go type is the column kind's (ShardKind): the Store checks it
-// and binds it as the kind's one Go value, in every statement alike. A
-// middleware that knows the customer, in front of idemhttp's or
-// idemgrpc's, sets it in the request's context.
+// ctx. Its Go type is one that the column's kind takes (ShardKind.Value):
+// any Go integer within int64's range for ShardInt64, a string for
+// ShardText, a []byte for ShardBytes, a string or 16 bytes in an array for
+// ShardUUID, or a type defined as one of those, such as a type TenantID
+// string. The Store checks it and binds it as the kind's one Go value, in
+// every statement alike; a value that the column cannot hold exactly is
+// ErrInvalidArgument before anything is sent. A middleware that knows the
+// customer, in front of idemhttp's or idemgrpc's, sets it in the request's
+// context.
 //
 // A Store without a shard column ignores it.
 func WithShard(ctx context.Context, value any) context.Context {

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -62,4 +63,77 @@ func ExampleWithShardColumn() {
 	// 7 replay {"customer":7,"item":"book"}
 	// 8 claimed {"customer":8,"item":"lamp"}
 	// true
+}
+
+// ParseShardKind reads a kind as a configuration file or a flag gives it,
+// and as ShardKind's String writes it; a kind it does not know, or a
+// length beyond 1 to 255 bytes, is ErrInvalidArgument.
+func ExampleParseShardKind() {
+	for _, s := range []string{"int64", "TEXT(64)", "bytes(16)", "uuid", "varchar(64)", "text(256)"} {
+		kind, err := idem.ParseShardKind(s)
+		if err != nil {
+			fmt.Println(s, errors.Is(err, idem.ErrInvalidArgument))
+			continue
+		}
+		fmt.Println(s, kind)
+	}
+	// Output:
+	// int64 int64
+	// TEXT(64) text(64)
+	// bytes(16) bytes(16)
+	// uuid uuid
+	// varchar(64) true
+	// text(256) true
+}
+
+// TenantID is a service's own type of the tenants its effects are sharded
+// by.
+type TenantID string
+
+// A text shard column holds each tenant's name as it is, compared byte for
+// byte: a name in another case is another tenant, and a name longer than
+// the column is refused before anything is sent. WithShard takes the
+// service's own string type.
+func ExampleShardText() {
+	dir, err := os.MkdirTemp("", "idem-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "tenants.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	store, err := idem.New(idem.SQLite(), idem.WithShardColumn(idem.ShardText(16)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Migrate(context.Background(), db); err != nil {
+		log.Fatal(err)
+	}
+
+	request := func(tenant TenantID) {
+		ctx := idem.WithShard(context.Background(), tenant)
+		res, err := store.DoTx(ctx, db, nil, "key-1", idem.Fingerprint([]byte("POST /invoices")), func(context.Context, *sql.Tx) (idem.Response, error) {
+			return idem.Response{Status: 201, Body: []byte("invoice of " + tenant)}, nil
+		})
+		if err != nil {
+			fmt.Println(tenant, errors.Is(err, idem.ErrInvalidArgument))
+			return
+		}
+		fmt.Println(tenant, res.Outcome, string(res.Response.Body))
+	}
+	request("acme")
+	// Another tenant, whose key-1 is its own.
+	request("ACME")
+	// A retry of acme's request.
+	request("acme")
+	// 21 bytes, longer than the column's 16.
+	request("acme-and-partners-ltd")
+	// Output:
+	// acme claimed invoice of acme
+	// ACME claimed invoice of ACME
+	// acme replay invoice of acme
+	// acme-and-partners-ltd true
 }
