@@ -55,20 +55,36 @@ import (
 // and Resume (CallKeysKept).
 //
 // Where d implements dialect.ShardColumn, four more run on a store with
-// idem.WithShardColumn(idem.ShardInt64()) (dbtest.ShardKind), whose requests place
-// a customer's orders in a table beside idem's: ShardColumn (claim, replay
-// byte for byte, mismatch, one key of two customers being two records,
-// every call without a shard value refused with ErrInvalidArgument before
-// it sends a statement, InFlight for a key that a transaction of the
-// customer holds), ShardColumnPurge (the expired records of several
-// customers deleted, and no live one, also of a key that expired for
-// another customer), ShardColumnResume (Unfinished gives the shard
-// value, and Resume puts it in the steps' context) and
+// idem.WithShardColumn(idem.ShardInt64()) (dbtest.ShardKind), whose
+// requests place a customer's orders in a table beside idem's:
+// ShardColumn (claim, replay byte for byte, mismatch, one key of two
+// customers being two records, every call without a shard value refused
+// with ErrInvalidArgument before it sends a statement, InFlight for a key
+// that a transaction of the customer holds), ShardColumnPurge (the expired
+// records of several customers deleted, and no live one, also of a key
+// that expired for another customer), ShardColumnResume (Unfinished gives
+// the shard value, and Resume puts it in the steps' context) and
 // CallKeysPerShardValue (two customers' records of one key give their
-// calls two call keys). Where it does not, they check that New refuses the
-// option, and skip. Through idem.Vitess() idem's table is sharded by
-// shard_key and the orders by customer_id with the xxhash vindex, and on a
-// Citus coordinator both are distributed by those columns, co-located.
+// calls two call keys). Five more run on stores of every kind
+// (idem.ShardInt64, ShardText, ShardBytes, ShardUUID), with values at the
+// kinds' edges:
+//
+//   - ShardColumnMissing: Migrate refuses a table without shard_key, and
+//     one whose shard_key is of another kind's type, and a call on the
+//     first fails without running its Func, naming Migrate or the steps.
+//   - ShardValueRefused: a value the column cannot hold exactly is refused
+//     by Do, DoTx, Run and Lookup with ErrInvalidArgument before a statement.
+//   - ShardValueExact: values a collation would fold or pad, or a
+//     conversion round or cut, are records of their own, each replayed.
+//   - ShardValueOwnLock: one key under two shard values is claimed in two
+//     open transactions at once; a record's lock is the pair's.
+//   - ShardValueListed: Unfinished gives each value as the Store binds it,
+//     and Purge deletes the expired records of every value.
+//
+// Where d does not implement it, they check that New refuses the option,
+// and skip. Through idem.Vitess() idem's table is sharded by shard_key
+// and the orders by customer_id with the xxhash vindex, and on a Citus
+// coordinator both are distributed by those columns, co-located.
 //
 // The properties read what d declares in its Capabilities (see
 // dialect.CapabilitiesOf): a dialect whose database lets one transaction write

@@ -22,7 +22,7 @@ import (
 // ErrNoSteps for it, as its documentation says.
 func skipWithoutRun(t *testing.T, s *suite) {
 	t.Helper()
-	if s.d.Statements("t", time.Second).Run != (dialect.RunStatements{}) {
+	if hasRun(s) {
 		return
 	}
 	e := s.env(t)
@@ -31,6 +31,12 @@ func skipWithoutRun(t *testing.T, s *suite) {
 		t.Fatalf("Run with a dialect without Run statements: %v, want ErrNoSteps", err)
 	}
 	t.Skip("the dialect has no statements of multi-step requests (dialect.Statements.Run is empty): Store.Run answers idem.ErrNoSteps")
+}
+
+// hasRun reports whether the suite's dialect has statements of multi-step
+// requests; without them Store.Run answers idem.ErrNoSteps.
+func hasRun(s *suite) bool {
+	return s.d.Statements("t", time.Second).Run != (dialect.RunStatements{})
 }
 
 // request is one multi-step request of a property: a phase that writes an

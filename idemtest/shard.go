@@ -17,10 +17,12 @@ import (
 
 // The properties of a table with a shard column (idem.WithShardColumn), for
 // a dialect that implements dialect.ShardColumn, through the suite's
-// Driver. The column is of type dbtest.ShardKind, BIGINT, which every
-// built-in dialect's database takes, and holds the customer id of the
-// orders that the requests place, in a table of orders beside idem's
-// (dbtest.Orders): the effects are sharded by customer, not by key.
+// Driver. The column is of kind dbtest.ShardKind, idem.ShardInt64(),
+// which the built-in dialects declare as the type of the orders'
+// customer_id, dbtest.CustomerType (BIGINT), and holds the customer id of
+// the orders that the requests place, in a table of orders beside idem's
+// (dbtest.Orders): the effects are sharded by customer, not by key. The
+// properties of the other kinds, without orders, are in shard_values.go.
 
 // shardEnv is a store with a shard column, on a table of its own, and the
 // orders beside it.
