@@ -1,8 +1,10 @@
 package idem_test
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,8 +18,8 @@ import (
 
 // TestClassify pins what each built-in dialect makes of its database's
 // errors, wrapped or not: the numbers that the documentation names as
-// conflicts to retry, as lock waits that ran out, and as objects that
-// another caller of Migrate made meanwhile.
+// conflicts to retry, as lock waits that ran out, as objects that another
+// caller of Migrate made meanwhile, and as columns that the table lacks.
 func TestClassify(t *testing.T) {
 	my := func(n uint16) error { return &mysql.MySQLError{Number: n, Message: "test"} }
 	for _, c := range []struct {
@@ -64,10 +66,52 @@ func TestClassify(t *testing.T) {
 		{idem.Vitess(), my(1213), dialect.ErrorRetry},
 		{idem.Vitess(), my(1317), dialect.ErrorOther},
 		{idem.Vitess(), my(3024), dialect.ErrorOther},
+		// A column that the table lacks: undefined_column from lib/pq and
+		// pgx, and the MySQL family's unknown column (1054).
+		{idem.Postgres(), &pq.Error{Code: "42703"}, dialect.ErrorMissingColumn},
+		{idem.Postgres(), &pgconn.PgError{Code: "42703"}, dialect.ErrorMissingColumn},
+		{idem.Postgres(), &pgconn.PgError{Code: "42P01"}, dialect.ErrorOther},
+		{idem.MySQL(), my(1054), dialect.ErrorMissingColumn},
+		{idem.MariaDB(), my(1054), dialect.ErrorMissingColumn},
+		{idem.TiDB(), my(1054), dialect.ErrorMissingColumn},
+		{idem.Vitess(), my(1054), dialect.ErrorMissingColumn},
+		{idem.MySQL(), my(1146), dialect.ErrorOther},
 	} {
 		for _, err := range []error{c.err, fmt.Errorf("wrapped: %w", c.err)} {
 			if got := c.dialect.Classify(err); got != c.want {
 				t.Errorf("%s.Classify(%v) = %v, want %v", c.dialect.Name(), err, got, c.want)
+			}
+		}
+	}
+
+	// SQLite gives a missing column no code of its own, so the errors are
+	// the driver's, of statements on a table without the column: its
+	// message says "no such column" in a read or an update, and "has no
+	// column named" in an insert. A missing table is no missing column.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "classify.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (key BLOB PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		stmt, says string
+		want       dialect.ErrorKind
+	}{
+		{`SELECT shard_key FROM t`, "no such column", dialect.ErrorMissingColumn},
+		{`UPDATE t SET shard_key = 1`, "no such column", dialect.ErrorMissingColumn},
+		{`INSERT INTO t (shard_key, key) VALUES (1, x'00')`, "has no column named", dialect.ErrorMissingColumn},
+		{`SELECT key FROM missing`, "no such table", dialect.ErrorOther},
+	} {
+		_, err := db.Exec(c.stmt)
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Fatalf("%s: %v, want an error that says %q", c.stmt, err, c.says)
+		}
+		for _, err := range []error{err, fmt.Errorf("wrapped: %w", err)} {
+			if got := idem.SQLite().Classify(err); got != c.want {
+				t.Errorf("sqlite.Classify(%v) = %v, want %v", err, got, c.want)
 			}
 		}
 	}
