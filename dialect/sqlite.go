@@ -54,16 +54,35 @@ func sqliteShardType(kind ShardKind) string {
 	return "TEXT"
 }
 
-// ShardColumnCheck counts the table's shard_key columns, and those of
-// kind's type, in pragma_table_info.
+// ShardColumnCheck counts the table's shard_key columns, and those whose
+// declared type, in pragma_table_info, has the affinity of kind's type
+// (sqliteAffinity): SQLite stores and compares a value by its column's
+// affinity, not by the name of its type, so a BIGINT column holds an
+// int64 as INTEGER does, and a VARCHAR(64) a text as TEXT does. The type
+// it returns is the one that Schema declares.
 func (sqlite) ShardColumnCheck(table string, kind ShardKind) (string, string) {
 	schema, bare := splitTable(table)
 	if schema == "" {
 		schema = "main"
 	}
 	typ := sqliteShardType(kind)
-	return `SELECT count(*), count(*) FILTER (WHERE upper(type) = '` + typ + `') FROM pragma_table_info('` + bare + `', '` + schema +
+	return `SELECT count(*), count(*) FILTER (WHERE ` + sqliteAffinity("upper(type)") + ` = '` + typ + `') FROM pragma_table_info('` + bare + `', '` + schema +
 		`') WHERE name = 'shard_key'`, typ
+}
+
+// sqliteAffinity is the SQL of the affinity of a column whose declared
+// type, in upper case, is the SQL expression typ, by SQLite's rules, in
+// their order: a type that contains INT has INTEGER affinity; else one
+// that contains CHAR, CLOB or TEXT, TEXT; else one that contains BLOB, or
+// none at all, BLOB. Any other has REAL or NUMERIC affinity, written
+// NUMERIC here alike, which no kind's column has: they may store a text or
+// an integer as another value ("007" as 7, a large integer as a float).
+func sqliteAffinity(typ string) string {
+	has := func(s string) string { return `instr(` + typ + `, '` + s + `') > 0` }
+	return `CASE WHEN ` + has("INT") + ` THEN 'INTEGER'` +
+		` WHEN ` + has("CHAR") + ` OR ` + has("CLOB") + ` OR ` + has("TEXT") + ` THEN 'TEXT'` +
+		` WHEN ` + has("BLOB") + ` OR trim(` + typ + `) = '' THEN 'BLOB'` +
+		` ELSE 'NUMERIC' END`
 }
 
 // sqliteSchema is the table, with shard_key of type shard unless shard is
