@@ -148,24 +148,16 @@ type Func func(ctx context.Context, tx *sql.Tx) (Response, error)
 // timeout for it and then answers InFlight; keep transactions that claim
 // keys short.
 func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, fn Func) (Result, error) {
-	if err := s.check(); err != nil {
-		return Result{}, err
-	}
-	if tx == nil {
-		return Result{}, fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
-	}
-	var run func(context.Context) (Response, error)
-	if fn != nil {
-		run = func(ctx context.Context) (Response, error) { return fn(ctx, tx) }
-	}
-	return s.doCall(ctx, sqlTx{tx}, key, reqHash, run)
+	return do(ctx, s, sqlIn(tx), key, reqHash, fn.in(tx))
 }
 
-// doCall is Do on any driver's transaction tx, for a Store that was
-// checked: run is the Func with the driver's own transaction, nil for a nil
-// Func. It checks the other arguments and reports the call to the
-// observers.
-func (s *Store) doCall(ctx context.Context, tx driver.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
+// do is Do on any driver's transaction tx: run is the Func with the
+// driver's own transaction, nil for a nil Func. It checks the Store and its
+// arguments, and reports the call to the observers.
+func do(ctx context.Context, s *Store, tx driver.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
+	if err := s.on(tx, "transaction"); err != nil {
+		return Result{}, err
+	}
 	if err := validateCall(key, reqHash, run == nil); err != nil {
 		return Result{}, err
 	}
@@ -174,9 +166,18 @@ func (s *Store) doCall(ctx context.Context, tx driver.Tx, key string, reqHash []
 		return Result{}, err
 	}
 	start := s.startEvent()
-	res, wait, err := s.do(ctx, tx, key, s.newValues(key, shard, reqHash), run)
+	res, wait, err := s.doOnce(ctx, tx, key, s.newValues(key, shard, reqHash), run)
 	s.endEvent(ctx, start, key, res, err, wait, 1)
 	return res, err
+}
+
+// in returns fn bound to tx, the transaction it runs in, as do takes it:
+// nil for a nil fn, which do refuses.
+func (fn Func) in(tx *sql.Tx) func(context.Context) (Response, error) {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context) (Response, error) { return fn(ctx, tx) }
 }
 
 // newValues returns the values of one claim of key under shard (nil in a
@@ -202,7 +203,7 @@ func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 	return v
 }
 
-// do is Do after its arguments were checked. It also returns how long the
+// doOnce is Do after its arguments were checked. It also returns how long the
 // claim took.
 //
 // Everything it sends after fn is guarded by the claim's token (see
@@ -214,7 +215,7 @@ func (s *Store) newValues(key string, shard any, reqHash []byte) *values {
 //
 // run is fn with the driver's own transaction, which tx carries; v holds
 // the values of the claim of key.
-func (s *Store) do(ctx context.Context, tx driver.Tx, key string, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
+func (s *Store) doOnce(ctx context.Context, tx driver.Tx, key string, v *values, run func(context.Context) (Response, error)) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
 	res, claimed, err := s.claimKey(ctx, tx, v, nil)
 	wait := s.since(claimStart)

@@ -52,16 +52,15 @@ const (
 // finished record answers Replay or Mismatch, since the key may be held by
 // a transaction that only replays it.
 func (s *Store) DoTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, fn Func) (Result, error) {
-	on, err := s.onSQL(db, opts)
-	if err != nil {
-		return Result{}, err
-	}
-	return doTx(ctx, s, on, key, reqHash, fn)
+	return doTx(ctx, s, sqlOn(db, opts), key, reqHash, fn)
 }
 
-// doTx is DoTx on any driver's database, for a Store that was checked: fn
-// is the Func with the driver's own transaction.
+// doTx is DoTx on any driver's database: fn is the Func with the driver's
+// own transaction.
 func doTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, reqHash []byte, fn func(context.Context, TX) (Response, error)) (Result, error) {
+	if err := s.on(db, "database"); err != nil {
+		return Result{}, err
+	}
 	if err := validateCall(key, reqHash, fn == nil); err != nil {
 		return Result{}, err
 	}

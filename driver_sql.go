@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	sqldriver "database/sql/driver"
 	"errors"
-	"fmt"
 
-	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
 )
 
@@ -32,25 +30,33 @@ func (t sqlTx) Query(ctx context.Context, query string, args []any, row func(sca
 	return eachRow(rows, err, row)
 }
 
-// onSQL checks the Store, and the arguments of a call on db whose
-// transactions begin with opts, and returns the DB that the call runs on.
-func (s *Store) onSQL(db *sql.DB, opts *sql.TxOptions) (driver.DB[*sql.Tx], error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
+// sqlOn is db as the database of an operation, whose transactions begin
+// with opts: nil for a nil db, which the operation refuses.
+func sqlOn(db *sql.DB, opts *sql.TxOptions) driver.DB[*sql.Tx] {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+		return nil
 	}
-	if opts != nil && opts.Isolation == sql.LevelReadUncommitted && dialect.CapabilitiesOf(s.d).KeepsIsolation {
-		return nil, fmt.Errorf("%w: READ UNCOMMITTED on %s, whose sessions keep a transaction's isolation level, and would then read records that other transactions have not committed", ErrInvalidArgument, s.d.Name())
+	return sqlDB{db, opts}
+}
+
+// sqlIn is tx as the transaction of Do: nil for a nil tx, which Do refuses.
+func sqlIn(tx *sql.Tx) driver.Tx {
+	if tx == nil {
+		return nil
 	}
-	return sqlDB{db, opts}, nil
+	return sqlTx{tx}
 }
 
 // sqlDB is a *sql.DB, whose transactions begin with opts.
 type sqlDB struct {
 	db   *sql.DB
 	opts *sql.TxOptions
+}
+
+// readsUncommitted reports whether the transactions begin at READ
+// UNCOMMITTED (see Store.on).
+func (d sqlDB) readsUncommitted() bool {
+	return d.opts != nil && d.opts.Isolation == sql.LevelReadUncommitted
 }
 
 func (d sqlDB) Exec(ctx context.Context, query string, args ...any) (int64, error) {

@@ -41,13 +41,7 @@ func (s *Store) Schema() []string {
 // tools get the same change from the files in the module's migrations
 // directory.
 func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	if db == nil {
-		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return s.migrate(ctx, sqlDB{db: db})
+	return migrate(ctx, s, sqlOn(db, nil))
 }
 
 // migrate is Migrate on any driver's database, which runs the statements
@@ -64,7 +58,10 @@ func (s *Store) Migrate(ctx context.Context, db *sql.DB) error {
 // ALTER TABLE, so only a session's lock would span the steps, and a session
 // lock outlives the use of a pooled connection when a caller's context ends
 // before the lock is released. Any other error fails Migrate.
-func (s *Store) migrate(ctx context.Context, db driver.Tx) error {
+func migrate(ctx context.Context, s *Store, db driver.Tx) error {
+	if err := s.on(db, "database"); err != nil {
+		return err
+	}
 	exec := func(ctx context.Context, q string) error {
 		_, err := db.Exec(ctx, q)
 		return err

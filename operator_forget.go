@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"database/sql"
-	"fmt"
 
 	"github.com/idemgo/idem/driver"
 )
@@ -29,16 +28,16 @@ import (
 // holds the key's lock, so that a request that claims the key meanwhile
 // is never the one deleted.
 func (s *Store) Forget(ctx context.Context, db *sql.DB, key string) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return forget(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key)
+	return forget(ctx, s, sqlOn(db, nil), key)
 }
 
 // forget is Forget on any driver's database. Abandon, guarded by the
 // record's own token, deletes it: a finished record keeps the token of the
 // claim that completed it, and no other record of the key can carry it.
 func forget[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string) error {
+	if err := s.on(db, "database"); err != nil {
+		return err
+	}
 	return changeRecord(ctx, s, db, key, "forget", true, func(*values, *progress) (statement, error) {
 		return s.abandon, nil
 	})

@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 )
 
 // Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn, as
@@ -29,9 +30,18 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
 	}
 	if db, ok := q.(*sql.DB); ok {
-		return s.lookupWith(ctx, s.findOutside(sqlDB{db: db}), key)
+		return lookup(ctx, s, sqlOn(db, nil), key)
 	}
 	return s.lookupWith(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) { return s.find(ctx, q, k, shard) }, key)
+}
+
+// lookup is Lookup on any driver's database, which it reads outside any
+// transaction.
+func lookup(ctx context.Context, s *Store, db driver.Tx, key string) (Result, error) {
+	if err := s.on(db, "database"); err != nil {
+		return Result{}, err
+	}
+	return s.lookupWith(ctx, s.findOutside(db), key)
 }
 
 // lookupWith is Lookup, reading the record with find.

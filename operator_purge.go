@@ -41,15 +41,12 @@ import (
 // at a time while requests are being served. docs/operations.md suggests a
 // schedule.
 func (s *Store) Purge(ctx context.Context, db *sql.DB, batch int) (int64, error) {
-	if db == nil {
-		return 0, fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return purge(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), batch)
+	return purge(ctx, s, sqlOn(db, nil), batch)
 }
 
 // purge is Purge on any driver's database.
 func purge[TX any](ctx context.Context, s *Store, db driver.DB[TX], batch int) (int64, error) {
-	if err := s.check(); err != nil {
+	if err := s.on(db, "database"); err != nil {
 		return 0, err
 	}
 	if batch <= 0 {

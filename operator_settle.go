@@ -27,14 +27,14 @@ import (
 // A settled multi-step request is kept for the retention window from the
 // moment it is settled, as one that Run finishes is.
 func (s *Store) Settle(ctx context.Context, db *sql.DB, key string, resp Response) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return settle(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key, resp)
+	return settle(ctx, s, sqlOn(db, nil), key, resp)
 }
 
 // settle is Settle on any driver's database.
 func settle[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, resp Response) error {
+	if err := s.on(db, "database"); err != nil {
+		return err
+	}
 	return changeRecord(ctx, s, db, key, "settle", false, func(v *values, p *progress) (statement, error) {
 		if err := s.prepareResponse(v, resp); err != nil {
 			return statement{}, err
@@ -60,10 +60,7 @@ func settle[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string,
 // request that has committed a phase (ErrPhasesCommitted), whose effects
 // exist: see ReleaseUndone.
 func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return deleteUnfinished(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key, false)
+	return releaseWithoutEffect(ctx, s, sqlOn(db, nil), key)
 }
 
 // ReleaseUndone is ReleaseWithoutEffect for a multi-step request that has
@@ -74,10 +71,23 @@ func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *sql.DB, key string
 //
 // It refuses what Settle refuses, with the same errors.
 func (s *Store) ReleaseUndone(ctx context.Context, db *sql.DB, key string) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	return releaseUndone(ctx, s, sqlOn(db, nil), key)
+}
+
+// releaseWithoutEffect is ReleaseWithoutEffect on any driver's database.
+func releaseWithoutEffect[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string) error {
+	if err := s.on(db, "database"); err != nil {
+		return err
 	}
-	return deleteUnfinished(ctx, s, driver.DB[*sql.Tx](sqlDB{db: db}), key, true)
+	return deleteUnfinished(ctx, s, db, key, false)
+}
+
+// releaseUndone is ReleaseUndone on any driver's database.
+func releaseUndone[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string) error {
+	if err := s.on(db, "database"); err != nil {
+		return err
+	}
+	return deleteUnfinished(ctx, s, db, key, true)
 }
 
 // deleteUnfinished deletes key's unfinished record; past a committed phase
@@ -106,9 +116,6 @@ func deleteUnfinished[TX any](ctx context.Context, s *Store, db driver.DB[TX], k
 // and Abandon are guarded by, and the progress of a multi-step request,
 // nil for a plain or finished record.
 func changeRecord[TX any](ctx context.Context, s *Store, db driver.DB[TX], key, op string, finished bool, change func(*values, *progress) (statement, error)) error {
-	if err := s.check(); err != nil {
-		return err
-	}
 	if err := validateKey(key); err != nil {
 		return err
 	}

@@ -170,16 +170,21 @@ const never = math.MaxInt64
 // recovery point: rename or remove a step only once no request is
 // unfinished past it.
 func (s *Store) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, key string, reqHash []byte, steps ...Step) (Result, error) {
-	on, err := s.onSQL(db, opts)
-	if err != nil {
-		return Result{}, err
-	}
-	return run(ctx, s, on, key, reqHash, steps, EventCall)
+	return run(ctx, s, sqlOn(db, opts), key, reqHash, steps)
 }
 
-// run is Run on any driver's database, for a Store that was checked, whose
-// answer the observers get as an Event of kind.
-func run[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, reqHash []byte, steps []Step, kind EventKind) (Result, error) {
+// run is Run on any driver's database.
+func run[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, reqHash []byte, steps []Step) (Result, error) {
+	if err := s.on(db, "database"); err != nil {
+		return Result{}, err
+	}
+	return runSteps(ctx, s, db, key, reqHash, steps, EventCall)
+}
+
+// runSteps is Run after the Store and the database were checked, whose
+// answer the observers get as an Event of kind: Resume's runs are told
+// apart by theirs.
+func runSteps[TX any](ctx context.Context, s *Store, db driver.DB[TX], key string, reqHash []byte, steps []Step, kind EventKind) (Result, error) {
 	if err := validateCall(key, reqHash, false); err != nil {
 		return Result{}, err
 	}

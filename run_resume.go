@@ -69,18 +69,20 @@ func (u Unfinished) ResumeInOlderThan(age time.Duration) time.Duration {
 // LeaseLeft and ResumeIn tell them apart. It returns ErrNoSteps for a
 // dialect without multi-step requests.
 func (s *Store) Unfinished(ctx context.Context, db *sql.DB, olderThan time.Duration, limit int) ([]Unfinished, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
-	}
-	return s.unfinished(ctx, sqlDB{db: db}, olderThan, limit, false)
+	return unfinished(ctx, s, sqlOn(db, nil), olderThan, limit)
 }
 
-// unfinished is Unfinished, or, with resumable, the list without the
-// requests that a live lease or a back-off keeps from Resume.
-func (s *Store) unfinished(ctx context.Context, db driver.Tx, olderThan time.Duration, limit int, resumable bool) ([]Unfinished, error) {
-	if err := s.check(); err != nil {
+// unfinished is Unfinished on any driver's database.
+func unfinished(ctx context.Context, s *Store, db driver.Tx, olderThan time.Duration, limit int) ([]Unfinished, error) {
+	if err := s.on(db, "database"); err != nil {
 		return nil, err
 	}
+	return s.listUnfinished(ctx, db, olderThan, limit, false)
+}
+
+// listUnfinished is Unfinished, or, with resumable, the list without the
+// requests that a live lease or a back-off keeps from Resume.
+func (s *Store) listUnfinished(ctx context.Context, db driver.Tx, olderThan time.Duration, limit int, resumable bool) ([]Unfinished, error) {
 	switch {
 	case limit < 1:
 		return nil, fmt.Errorf("%w: limit %d, want 1 or more", ErrInvalidArgument, limit)
@@ -242,16 +244,15 @@ type ResumeReport struct {
 // client, and the scope of its requests' Identity and Events is the one
 // that ctx names (WithScope), empty unless the caller set one.
 func (s *Store) Resume(ctx context.Context, db *sql.DB, opts *sql.TxOptions, steps StepsFunc, options ...ResumeOption) (ResumeReport, error) {
-	on, err := s.onSQL(db, opts)
-	if err != nil {
-		return ResumeReport{}, err
-	}
-	return resume(ctx, s, on, steps, options)
+	return resume(ctx, s, sqlOn(db, opts), steps, options...)
 }
 
-// resume is Resume on any driver's database, for a Store that was checked.
-func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps StepsFunc, options []ResumeOption) (ResumeReport, error) {
+// resume is Resume on any driver's database.
+func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps StepsFunc, options ...ResumeOption) (ResumeReport, error) {
 	var rep ResumeReport
+	if err := s.on(db, "database"); err != nil {
+		return rep, err
+	}
 	c := resumeConfig{minAge: DefaultResumeAge, batch: DefaultResumeBatch}
 	for _, o := range options {
 		if o == nil {
@@ -267,7 +268,7 @@ func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps Steps
 	case c.compensate != nil && c.txType != reflect.TypeFor[TX]():
 		return rep, fmt.Errorf("%w: Compensate takes a transaction of type %v, and Resume runs on a driver whose transactions are %v", ErrInvalidArgument, c.txType, reflect.TypeFor[TX]())
 	}
-	list, err := s.unfinished(ctx, db, c.minAge, c.batch, true)
+	list, err := s.listUnfinished(ctx, db, c.minAge, c.batch, true)
 	if err != nil {
 		return rep, err
 	}
@@ -296,7 +297,7 @@ func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps Steps
 func resumeOne[TX any](ctx context.Context, s *Store, db driver.DB[TX], c *resumeConfig, stepsOf StepsFunc, u Unfinished, rep *ResumeReport) error {
 	steps, cause := stepsOf(ctx, u.Key)
 	if cause == nil {
-		res, err := run(ctx, s, db, u.Key, u.requestHash, steps, EventResume)
+		res, err := runSteps(ctx, s, db, u.Key, u.requestHash, steps, EventResume)
 		switch {
 		case err != nil:
 			cause = err

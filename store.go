@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/driver"
 )
 
 // Store claims idempotency keys in the caller's transactions. Make one with
@@ -271,6 +274,25 @@ func (s *Store) named() map[string]*statement {
 		}
 	}
 	return m
+}
+
+// on checks what every operation checks first: that the Store was made by
+// New, and that db, the database or transaction that the operation runs on
+// (what names it), is there. A database/sql pool whose transactions begin at
+// READ UNCOMMITTED is refused on a database whose sessions keep a
+// transaction's isolation level: the Store's reads outside its transactions
+// would then see records that other transactions have not committed.
+func (s *Store) on(db driver.Tx, what string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if db == nil {
+		return fmt.Errorf("%w: nil %s", ErrInvalidArgument, what)
+	}
+	if l, ok := db.(interface{ readsUncommitted() bool }); ok && l.readsUncommitted() && dialect.CapabilitiesOf(s.d).KeepsIsolation {
+		return fmt.Errorf("%w: READ UNCOMMITTED on %s, whose sessions keep a transaction's isolation level, and would then read records that other transactions have not committed", ErrInvalidArgument, s.d.Name())
+	}
+	return nil
 }
 
 func (s *Store) check() error {

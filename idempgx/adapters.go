@@ -62,6 +62,24 @@ func eachRow(rows pgx.Rows, err error, row func(scan func(dest ...any) error) er
 	return rows.Err()
 }
 
+// pooled is db as the database of an operation, whose transactions begin
+// with opts: nil for a nil db, which the operation refuses.
+func pooled(db *pgxpool.Pool, opts pgx.TxOptions) driver.DB[pgx.Tx] {
+	if db == nil {
+		return nil
+	}
+	return poolDB{pool: db, opts: opts}
+}
+
+// callerIn is tx, the caller's, as the transaction of Do: nil for a nil tx,
+// which Do refuses.
+func callerIn(tx pgx.Tx) driver.Tx {
+	if tx == nil {
+		return nil
+	}
+	return callerTx{tx}
+}
+
 // poolDB is a pgx pool as DoTx begins its transactions on it, with opts.
 type poolDB struct {
 	pool *pgxpool.Pool

@@ -39,14 +39,7 @@ func New(s *idem.Store) *Store { return &Store{e: idem.EngineOf[pgx.Tx](s)} }
 // separate statements here; DoTx, which owns its transaction, saves round
 // trips by sending them with BEGIN and COMMIT.
 func (s *Store) Do(ctx context.Context, tx pgx.Tx, key string, reqHash []byte, fn Func) (idem.Result, error) {
-	if tx == nil {
-		return idem.Result{}, fmt.Errorf("%w: nil transaction", idem.ErrInvalidArgument)
-	}
-	var run func(context.Context) (idem.Response, error)
-	if fn != nil {
-		run = func(ctx context.Context) (idem.Response, error) { return fn(ctx, tx) }
-	}
-	return s.e.Do(ctx, callerTx{tx}, key, reqHash, run)
+	return s.e.Do(ctx, callerIn(tx), key, reqHash, fn.in(tx))
 }
 
 // DoTx is idem.Store.DoTx on a pgx pool: it begins a transaction on a
@@ -65,28 +58,28 @@ func (s *Store) Do(ctx context.Context, tx pgx.Tx, key string, reqHash []byte, f
 // statement the first time a connection sends it, which costs that
 // connection one more round trip once.
 func (s *Store) DoTx(ctx context.Context, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, fn Func) (idem.Result, error) {
-	if db == nil {
-		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.DoTx(ctx, poolDB{pool: db, opts: opts}, key, reqHash, fn)
+	return s.e.DoTx(ctx, pooled(db, opts), key, reqHash, fn)
 }
 
 // Lookup is idem.Store.Lookup on a pgx pool: the live record of key as a
 // Result, or idem.ErrNotFound.
 func (s *Store) Lookup(ctx context.Context, db *pgxpool.Pool, key string) (idem.Result, error) {
-	if db == nil {
-		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Lookup(ctx, poolDB{pool: db}, key)
+	return s.e.Lookup(ctx, pooled(db, pgx.TxOptions{}), key)
 }
 
 // Migrate is idem.Store.Migrate on a pgx pool: it creates the Store's table
 // and index if they are missing and brings an older table up to date.
 func (s *Store) Migrate(ctx context.Context, db *pgxpool.Pool) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	return s.e.Migrate(ctx, pooled(db, pgx.TxOptions{}))
+}
+
+// in returns fn bound to tx, the transaction it runs in, as the Engine's
+// Do takes it: nil for a nil fn, which Do refuses.
+func (fn Func) in(tx pgx.Tx) func(context.Context) (idem.Response, error) {
+	if fn == nil {
+		return nil
 	}
-	return s.e.Migrate(ctx, poolDB{pool: db})
+	return func(ctx context.Context) (idem.Response, error) { return fn(ctx, tx) }
 }
 
 // Refusable is idem.Refusable for a pgx Func: when fn returns
@@ -125,69 +118,45 @@ func Refusable(fn Func) Func {
 // which is guarded as a Func's is: it refuses every call once the phase has
 // ended. Each phase's last statement goes in the round trip of its COMMIT.
 func (s *Store) Run(ctx context.Context, db *pgxpool.Pool, opts pgx.TxOptions, key string, reqHash []byte, steps ...idem.Step) (idem.Result, error) {
-	if db == nil {
-		return idem.Result{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Run(ctx, poolDB{pool: db, opts: opts}, key, reqHash, steps...)
+	return s.e.Run(ctx, pooled(db, opts), key, reqHash, steps...)
 }
 
 // Resume is idem.Store.Resume on a pgx pool: it drives to an end the
 // multi-step requests that their clients left unfinished, with the steps
 // that steps gives, in transactions begun with opts.
 func (s *Store) Resume(ctx context.Context, db *pgxpool.Pool, opts pgx.TxOptions, steps idem.StepsFunc, options ...idem.ResumeOption) (idem.ResumeReport, error) {
-	if db == nil {
-		return idem.ResumeReport{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Resume(ctx, poolDB{pool: db, opts: opts}, steps, options...)
+	return s.e.Resume(ctx, pooled(db, opts), steps, options...)
 }
 
 // Unfinished is idem.Store.Unfinished on a pgx pool.
 func (s *Store) Unfinished(ctx context.Context, db *pgxpool.Pool, olderThan time.Duration, limit int) ([]idem.Unfinished, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Unfinished(ctx, poolDB{pool: db}, olderThan, limit)
+	return s.e.Unfinished(ctx, pooled(db, pgx.TxOptions{}), olderThan, limit)
 }
 
 // Settle is idem.Store.Settle on a pgx pool: an operator's way out for a
 // key whose request no one will finish.
 func (s *Store) Settle(ctx context.Context, db *pgxpool.Pool, key string, resp idem.Response) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Settle(ctx, poolDB{pool: db}, key, resp)
+	return s.e.Settle(ctx, pooled(db, pgx.TxOptions{}), key, resp)
 }
 
 // ReleaseWithoutEffect is idem.Store.ReleaseWithoutEffect on a pgx pool.
 func (s *Store) ReleaseWithoutEffect(ctx context.Context, db *pgxpool.Pool, key string) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.ReleaseWithoutEffect(ctx, poolDB{pool: db}, key)
+	return s.e.ReleaseWithoutEffect(ctx, pooled(db, pgx.TxOptions{}), key)
 }
 
 // ReleaseUndone is idem.Store.ReleaseUndone on a pgx pool.
 func (s *Store) ReleaseUndone(ctx context.Context, db *pgxpool.Pool, key string) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.ReleaseUndone(ctx, poolDB{pool: db}, key)
+	return s.e.ReleaseUndone(ctx, pooled(db, pgx.TxOptions{}), key)
 }
 
 // Forget is idem.Store.Forget on a pgx pool: it deletes a finished record
 // before its retention window ends, so that the key runs anew.
 func (s *Store) Forget(ctx context.Context, db *pgxpool.Pool, key string) error {
-	if db == nil {
-		return fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Forget(ctx, poolDB{pool: db}, key)
+	return s.e.Forget(ctx, pooled(db, pgx.TxOptions{}), key)
 }
 
 // Purge is idem.Store.Purge on a pgx pool: it deletes expired records,
 // batch at a time.
 func (s *Store) Purge(ctx context.Context, db *pgxpool.Pool, batch int) (int64, error) {
-	if db == nil {
-		return 0, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
-	}
-	return s.e.Purge(ctx, poolDB{pool: db}, batch)
+	return s.e.Purge(ctx, pooled(db, pgx.TxOptions{}), batch)
 }
