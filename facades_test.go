@@ -3,6 +3,8 @@ package idem_test
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -122,4 +124,99 @@ func TestFacadesAgree(t *testing.T) {
 	if s, p := options(facades[1]), options(facades[2]); !reflect.DeepEqual(s, p) {
 		t.Errorf("transaction options: idem.Store takes them in %v, idempgx.Store in %v", s, p)
 	}
+}
+
+// TestFacadesRefuseWhatCannotRun calls every operation of the Store, the
+// Engine and idempgx's Store with a nil database or transaction, and with a
+// Store not made by New on a database that fails every statement: each must
+// answer ErrInvalidArgument before it sends anything, on every façade.
+func TestFacadesRefuseWhatCannotRun(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := sql.OpenDB(failingConnector{})
+	defer failing.Close()
+	pool, err := pgxpool.New(context.Background(), "host=127.0.0.1 port=1 connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var tx *sql.Tx // nil: Do gets no transaction
+	cases := []struct {
+		name   string
+		facade any
+		db     any // the database or transaction the operation gets
+	}{
+		{"Store, nil database", store, nil},
+		{"Store not made by New", new(idem.Store), failing},
+		{"Engine, nil database", idem.EngineOf[pgx.Tx](store), nil},
+		{"zero Engine", idem.Engine[pgx.Tx]{}, failingDB{}},
+		{"idempgx, nil pool", idempgx.New(store), nil},
+		{"idempgx on a Store not made by New", idempgx.New(new(idem.Store)), pool},
+	}
+	for _, c := range cases {
+		v := reflect.ValueOf(c.facade)
+		for i := range v.NumMethod() {
+			m := v.Type().Method(i)
+			if slices.Contains(notOperations, m.Name) {
+				continue
+			}
+			f := v.Method(i)
+			args := make([]reflect.Value, f.Type().NumIn())
+			for j := range args {
+				in := f.Type().In(j)
+				switch {
+				case j == 0:
+					args[j] = reflect.ValueOf(context.Background())
+				case j == 1 && c.db != nil && reflect.TypeOf(c.db).AssignableTo(in):
+					args[j] = reflect.ValueOf(c.db)
+				case j == 1 && c.db != nil && in == reflect.TypeFor[*sql.Tx]():
+					args[j] = reflect.ValueOf(tx) // Do on a Store not made by New
+				case in.Kind() == reflect.String:
+					args[j] = reflect.ValueOf("k").Convert(in)
+				case in.Kind() == reflect.Int:
+					args[j] = reflect.ValueOf(10)
+				default:
+					args[j] = reflect.Zero(in)
+				}
+			}
+			if f.Type().IsVariadic() {
+				args[len(args)-1] = reflect.Zero(f.Type().In(len(args) - 1))
+			}
+			var out []reflect.Value
+			if f.Type().IsVariadic() {
+				out = f.CallSlice(args)
+			} else {
+				out = f.Call(args)
+			}
+			err, _ := out[len(out)-1].Interface().(error)
+			if !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Errorf("%s: %s: %v, want ErrInvalidArgument", c.name, m.Name, err)
+			}
+		}
+	}
+}
+
+// errSent is the error of a database that fails every statement: an
+// operation that answers it sent something.
+var errSent = errors.New("a statement was sent")
+
+type failingConnector struct{}
+
+func (failingConnector) Connect(context.Context) (sqldriver.Conn, error) { return nil, errSent }
+func (failingConnector) Driver() sqldriver.Driver                        { return nil }
+
+// failingDB is a driver.DB on which every statement fails.
+type failingDB struct{}
+
+func (failingDB) Exec(context.Context, string, ...any) (int64, error) { return 0, errSent }
+func (failingDB) QueryRow(context.Context, string, []any, ...any) error {
+	return errSent
+}
+func (failingDB) Query(context.Context, string, []any, func(func(...any) error) error) error {
+	return errSent
+}
+func (failingDB) Begin(context.Context, ...driver.Query) (driver.Owned[pgx.Tx], []driver.Row, error) {
+	return nil, nil, errSent
 }
