@@ -12,23 +12,8 @@ import (
 // and TiDB lack, INSERT ... RETURNING and SET STATEMENT: on those, use MySQL
 // or TiDB. MySQL also runs on MariaDB; the three use the same table.
 //
-// The claim is one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING that
-// inserts the record or returns the record that is there, under a
-// per-statement innodb_lock_wait_timeout of the Store's lock timeout
-// rounded up to whole seconds (MariaDB counts no finer); a second statement
-// takes over an expired record. The claim reads the latest committed record
-// even inside a REPEATABLE READ transaction that read the table before.
-//
-// The claim takes an exclusive lock on an existing record until the caller's
-// transaction ends, also when it only replays, so a concurrent replay of the
-// same key may wait up to the lock timeout. Keys and hashes are compared
-// byte for byte (VARBINARY), whatever the collation. The server must keep
-// innodb_rollback_on_timeout off, its default, so that a lock wait timeout
-// undoes the claim and not the caller's transaction. Deadlocks (1213) and
-// innodb_snapshot_isolation conflicts (1020) roll back the whole transaction
-// and are returned as ErrRetry; the *sql.Tx then runs in autocommit, which
-// is why Complete and Abandon are guarded by the claim's token. A claim that
-// waited in vain answers InFlight, at every isolation level.
+// Services take it through idem.MariaDB, whose documentation says what they
+// need to know of the database: its versions, locks and settings.
 func MariaDB() Dialect { return mariadb{} }
 
 type mariadb struct{ mysqlFamily }

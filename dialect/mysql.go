@@ -15,44 +15,8 @@ import (
 // TiDB, which has no stored procedures, use TiDB. The three use the same
 // table.
 //
-// MySQL bounds a row lock wait only for a whole session: it ignores a
-// SET_VAR hint for innodb_lock_wait_timeout, and an INSERT has no NOWAIT. A
-// claim must wait a bounded time for a key that another transaction holds,
-// and a bound set for the session in a statement of its own would outlive
-// the claim whenever the caller's context ended before the statement that
-// puts it back, since database/sql then rolls the transaction back and
-// hands the connection to its pool with the Store's bound. So the claim is
-// one statement, CALL of a procedure that Migrate creates beside the table
-// (the table's name with _claim2 appended). The procedure sets the
-// session's innodb_lock_wait_timeout to the Store's lock timeout, rounded
-// up to whole seconds (InnoDB counts no finer), where the session's own
-// differs; inserts the record with INSERT ... ON DUPLICATE KEY UPDATE,
-// which leaves a record that is there as it is; puts the session's own
-// timeout back, also when the insert fails; and, only when it found a
-// record there, takes it over if it has expired and sends it, read FOR
-// UPDATE so that it is the latest committed one whatever the transaction's
-// snapshot. A claim that is cut
-// off mid-statement closes its connection, which the pool then drops.
-// The procedure runs with the caller's privileges (SQL SECURITY INVOKER),
-// which must include EXECUTE.
-//
-// A procedure that changes gets a new name, and Migrate keeps creating the
-// ones before it as they were: during a rolling upgrade, binaries of
-// earlier versions call theirs, on the same table, beside binaries of this
-// one. The first, the table's name with _claim appended, wrote no
-// incarnation; the records it creates hold 0 there.
-//
-// The claim takes an exclusive lock on an existing record until the caller's
-// transaction ends, also when it only replays, so a concurrent replay of the
-// same key may wait up to the lock timeout. Keys and hashes are compared
-// byte for byte (VARBINARY), whatever the collation. The server must keep
-// innodb_rollback_on_timeout off, its default, so that a lock wait timeout
-// undoes the claim and not the caller's transaction. Deadlocks (1213) and
-// MariaDB's innodb_snapshot_isolation conflicts (1020) roll back the whole
-// transaction and are returned as ErrRetry; the *sql.Tx then runs in
-// autocommit, which is why Complete and Abandon are guarded by the claim's
-// token. A claim that waited in vain answers InFlight, at every isolation
-// level.
+// Services take it through idem.MySQL, whose documentation says what they
+// need to know of the database: its versions, locks and settings.
 func MySQL() Dialect { return mysql{} }
 
 type mysql struct{ mysqlFamily }

@@ -9,21 +9,8 @@ import (
 // TiDB returns the dialect of TiDB, for the github.com/go-sql-driver/mysql
 // driver. It uses the table of MySQL and MariaDB.
 //
-// TiDB bounds a lock wait for one statement, through the optimizer hint
-// SET_VAR(innodb_lock_wait_timeout = n), so no claim changes the session.
-// The claim is two statements: INSERT ... ON DUPLICATE KEY UPDATE, under
-// the Store's lock timeout rounded up to whole seconds, which inserts the
-// record, takes over an expired one and leaves a live one as it is; then
-// SELECT ... FOR UPDATE, which reads the record that the insert locked, as
-// last committed. The record is this claim's when it carries the claim's
-// token. Keys and hashes are compared byte for byte (VARBINARY).
-//
-// Run idem's transactions in TiDB's pessimistic mode, its default, where a
-// claim waits for a held key. In optimistic mode a claim sees no key that
-// another transaction holds uncommitted: both claims win, both Funcs run,
-// and the second commit fails with a write conflict (9007), which Do and
-// DoTx treat as ErrRetry (see Capabilities.ConflictAtCommit). The key still
-// protects the database's effects, but not a Func's calls to other systems.
+// Services take it through idem.TiDB, whose documentation says what they
+// need to know of the database: its versions, locks and settings.
 func TiDB() Dialect { return tidb{} }
 
 type tidb struct{ mysqlFamily }

@@ -16,40 +16,8 @@ import (
 // VSchema shards idem's table by its key column, with the xxhash vindex,
 // which hashes bytes. It uses the table of MySQL and MariaDB.
 //
-// vtgate sends each statement of a claim to the one shard of its key, but
-// the MySQL dialect's claim cannot go there: vtgate's parser does not take
-// the CREATE PROCEDURE of its Migrate, and it refuses CALL on a sharded
-// keyspace. Nor does a statement of the claim bound its own lock wait:
-// MySQL ignores SET_VAR for innodb_lock_wait_timeout; its
-// MAX_EXECUTION_TIME bounds a SELECT alone, and a locking read so bounded
-// before the insert makes two claims of one new key deadlock under
-// REPEATABLE READ; and Vitess's QUERY_TIMEOUT_MS, once it fires in a
-// transaction, kills the shard's connection and with it the writes of the
-// caller's transaction so far, whose later statements then commit on their
-// own (docs/scaling.md shows each). A SET of the session's
-// innodb_lock_wait_timeout around the claim reaches the shard, but would
-// outlive the claim as it would on MySQL (see MySQL). So the claim waits
-// for a held key as long as the session's innodb_lock_wait_timeout, which
-// the service sets once for every connection in its DSN
-// (innodb_lock_wait_timeout=1, say): go-sql-driver/mysql sends it when it
-// connects, and vtgate applies it on each shard's connection of the
-// session. The Store's lock timeout plays no part in the claim.
-//
-// The claim is TiDB's without its hint, two statements on the key's shard:
-// INSERT ... ON DUPLICATE KEY UPDATE, which inserts the record, takes over
-// an expired one and leaves a live one as it is, then SELECT ... FOR
-// UPDATE, which reads the record that the insert locked, as last
-// committed. A request's own statements must go to the same shard as its
-// key, or vtgate makes its transaction a multi-shard one: shard the tables
-// they write by a column whose vindex maps the request to the key's shard.
-//
-// A purge's batch reads and locks expired records wherever they are, which
-// vtgate with transaction_mode SINGLE refuses in one transaction, so the
-// dialect is a ShardTargeter: Purge runs on each shard in turn, on a
-// session addressed to it with USE `keyspace/shard`, and there each batch
-// is MySQL's, a transaction on that shard alone. Its delete names the
-// primary key with an optimizer hint, as vttablet's parser takes no
-// FORCE INDEX in a DELETE (docs/scaling.md).
+// Services take it through idem.Vitess, whose documentation says what they
+// need to know of the database: its versions, locks and settings.
 func Vitess() Dialect { return vitess{} }
 
 type vitess struct{ mysqlFamily }

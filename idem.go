@@ -3,14 +3,24 @@ package idem
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/binary"
 	"fmt"
+	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
 )
+
+// Dialect is what a Store needs to know about one database family: the SQL
+// of its statements and the meaning of its errors. Its contract is in
+// package dialect, with the built-in dialects, which Postgres, MySQL,
+// MariaDB, TiDB, Vitess and SQLite return; a dialect for another database
+// implements it in a package of its own (docs/dialects.md).
+type Dialect = dialect.Dialect
 
 // Store claims idempotency keys in the caller's transactions. Make one with
 // New; it is safe for concurrent use.
@@ -167,6 +177,170 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 	}
 	s.tokens.Store(binary.BigEndian.Uint64(seed[:]))
 	return s, nil
+}
+
+// Limits on the inputs of Do.
+const (
+	// MaxStoredKeyBytes is the longest idempotency key that Do and the
+	// Store's other methods take, in bytes: the key as it is stored. It is
+	// not what a client may send through idemhttp or idemgrpc, whose
+	// MaxClientKeyLength is shorter, so that the client's key and a hash
+	// of its scope fit together within this limit.
+	MaxStoredKeyBytes = 512
+	// MaxHashBytes is the longest request hash, in bytes: room for SHA-512.
+	MaxHashBytes = 64
+)
+
+// Outcome is what Do found for a key.
+type Outcome int
+
+const (
+	// Claimed means this call owns the key: fn ran, and its response is
+	// stored in the caller's transaction. Commit it.
+	Claimed Outcome = iota + 1
+	// Replay means a request with this key and the same hash finished
+	// earlier; Result.Response is its stored response, byte for byte.
+	// fn did not run and Do wrote nothing.
+	Replay
+	// Mismatch means the key was used before with a different request
+	// hash: a client bug or an attack, never a retry (HTTP 422). fn did
+	// not run and Do wrote nothing.
+	Mismatch
+	// InFlight means another transaction holds the key and did not finish
+	// within the lock timeout (HTTP 409). fn did not run and Do wrote
+	// nothing; the caller's transaction is still usable.
+	InFlight
+)
+
+// String returns "claimed", "replay", "mismatch" or "in flight".
+func (o Outcome) String() string {
+	switch o {
+	case Claimed:
+		return "claimed"
+	case Replay:
+		return "replay"
+	case Mismatch:
+		return "mismatch"
+	case InFlight:
+		return "in flight"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Response is what a Store keeps for a key, and replays.
+type Response struct {
+	// Status is the response's status, an HTTP status code or any other
+	// number that fits in 32 bits.
+	Status int
+	// Header is replayed as stored; an empty header replays as nil.
+	Header http.Header
+	// Body is replayed byte for byte; an empty body replays as empty, not nil.
+	Body []byte
+}
+
+// Result is the answer of Do.
+type Result struct {
+	Outcome Outcome
+	// Response is what fn returned (and what was stored) for Claimed, and
+	// the stored response for Replay. It is empty for Mismatch and
+	// InFlight: a stored response is never shown to a different request.
+	Response Response
+	// CreatedAt is when the key was first claimed, and ExpiresAt when its
+	// record stops counting, by the Store's clock. They are zero for an
+	// InFlight key whose record is not visible; ExpiresAt is zero for an
+	// unfinished multi-step request (Store.Run), which does not expire.
+	CreatedAt, ExpiresAt time.Time
+	// LeaseLeft is, for Run's InFlight answer about a multi-step request
+	// that a live runner holds, how long the runner's lease still runs
+	// by the database's clock: a retry after it finds the request
+	// finished, or takes it over from a runner that died. It is zero for
+	// the other answers. An HTTP service can send it as Retry-After.
+	LeaseLeft time.Duration
+	// Incarnation tells the record answered from apart from every other
+	// record that its key has had or will have (see Identity): for
+	// Claimed, the record that this call created, or, for Run, the
+	// request that it resumed; for Replay, Mismatch and InFlight, the
+	// record found. A random nonzero number that the claim which created
+	// the record wrote, and that no later phase, resume or takeover of a
+	// live request changes; the request that follows a Forget, a release
+	// or the expiry of the record gets another. It is zero for a record
+	// created before its table had the column (docs/operations.md,
+	// "Upgrading the table"), for a dialect whose statements write none,
+	// and for an InFlight key whose record is not visible.
+	Incarnation int64
+
+	token int64 // the claim that wrote the record answered from
+}
+
+// Func is the work that a key protects. It runs in the caller's transaction
+// tx, and writes its effect there, so that the effect and the record of the
+// key commit together or not at all. Its Response is stored and replayed to
+// later requests with the same key. An error stores nothing: Do returns it,
+// and the caller rolls back. An error that wraps ErrRetry, or that the
+// dialect reports as a conflict, makes DoTx run the transaction again. To
+// store a refusal while undoing the writes that led to it, see Refusable.
+// Its context carries the request's Identity (IdentityFrom), by which it
+// keys the rows it writes.
+//
+// fn must return the error of a statement that failed, not carry on: on
+// MySQL and SQLite a deadlock, a snapshot conflict or an interrupted
+// statement has already rolled the whole transaction back, and tx runs
+// whatever comes next in autocommit, outside the protection of the key.
+// fn must never commit or roll back tx: the caller (or DoTx) does, after Do
+// has stored the response. If fn commits, its effect and an unfinished
+// record are committed and the key answers InFlight until an operator
+// settles it; Do and DoTx detect it and return ErrTxEnded, also when fn
+// returns an error after.
+type Func func(ctx context.Context, tx *sql.Tx) (Response, error)
+
+// Do runs fn at most once for key, in the caller's transaction tx, and
+// answers what happened (see Outcome). reqHash identifies the request, so
+// that a different request under the same key is a Mismatch; Fingerprint
+// makes one.
+//
+// On Claimed, the record of the key is written in tx together with fn's
+// effect: commit tx to keep both, roll it back to keep neither. On the other
+// outcomes Do writes nothing, and tx is as it was (roll it back or carry on).
+//
+// An error means nothing was stored; roll tx back. Errors that match
+// ErrRetry mean tx is lost to a conflict: run the whole transaction again
+// (DoTx does). fn's own error is returned as it is, wrapped in ErrRetry when
+// the dialect reports it as a conflict.
+//
+// While tx is open, a concurrent Do with the same key waits up to the lock
+// timeout for it and then answers InFlight; keep transactions that claim
+// keys short.
+func (s *Store) Do(ctx context.Context, tx *sql.Tx, key string, reqHash []byte, fn Func) (Result, error) {
+	return do(ctx, s, sqlIn(tx), key, reqHash, fn.in(tx))
+}
+
+// do is Do on any driver's transaction tx: run is the Func with the
+// driver's own transaction, nil for a nil Func. It checks the Store and its
+// arguments, and reports the call to the observers.
+func do(ctx context.Context, s *Store, tx driver.Tx, key string, reqHash []byte, run func(context.Context) (Response, error)) (Result, error) {
+	if err := s.on(tx, "transaction"); err != nil {
+		return Result{}, err
+	}
+	if err := validateCall(key, reqHash, run == nil); err != nil {
+		return Result{}, err
+	}
+	shard, err := s.shardOf(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	start := s.startEvent()
+	res, wait, err := s.doOnce(ctx, tx, key, s.newValues(key, shard, reqHash), run)
+	s.endEvent(ctx, start, key, res, err, wait, 1)
+	return res, err
+}
+
+// in returns fn bound to tx, the transaction it runs in, as do takes it:
+// nil for a nil fn, which do refuses.
+func (fn Func) in(tx *sql.Tx) func(context.Context) (Response, error) {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context) (Response, error) { return fn(ctx, tx) }
 }
 
 // checkIncarnations decides whether the dialect's records have an
