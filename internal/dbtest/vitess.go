@@ -15,7 +15,7 @@ const EnvVitess = "IDEM_VITESS_DSN" // user:password@tcp(host:port)/idem_test
 
 // VitessParams are the connection settings of the Vitess target: the
 // session's lock wait, which bounds the Vitess dialect's claim
-// (dialect.Vitess says why), and transaction_mode single, so that a test
+// (idem.Vitess says why), and transaction_mode single, so that a test
 // whose transaction would write on two shards fails, whatever the vtgate's
 // default.
 const VitessParams = "innodb_lock_wait_timeout=1&transaction_mode=%27single%27"
