@@ -201,8 +201,10 @@ func (s *Store) Dialect() Dialect {
 	return s.d
 }
 
-// Query is one statement as a Store sends it.
-type Query struct {
+// StatementText is one statement as a Store sends it, without its values:
+// the text with the dialect's placeholders, and the names of the values
+// that the Store binds to them.
+type StatementText struct {
 	// SQL is the text of the statement, with the dialect's placeholders.
 	SQL string
 	// Params names the values bound to the placeholders, in order, by the
@@ -220,16 +222,16 @@ type Query struct {
 // batch of n keys has n placeholders in its list. They are for tools and
 // tests that must match the Store's SQL exactly, such as the sqlmock
 // expectations of package idemtest.
-func (s *Store) Queries() map[string]Query {
+func (s *Store) Queries() map[string]StatementText {
 	if s.check() != nil {
 		return nil
 	}
-	qs := make(map[string]Query, 10)
+	qs := make(map[string]StatementText, 10)
 	for name, st := range s.statements() {
 		if st.query == "" {
 			continue
 		}
-		q := Query{SQL: st.query}
+		q := StatementText{SQL: st.query}
 		for _, p := range st.params {
 			q.Params = append(q.Params, paramNames[p])
 		}
@@ -237,7 +239,7 @@ func (s *Store) Queries() map[string]Query {
 	}
 	if s.purgeDelete != "" {
 		del, _ := s.purgeDeleteFor(1) // New bound it once already
-		q := Query{SQL: del.query}
+		q := StatementText{SQL: del.query}
 		for _, p := range del.params {
 			q.Params = append(q.Params, paramNames[p])
 		}
