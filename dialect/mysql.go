@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // MySQL returns the dialect of MySQL 8.0.29 or later with InnoDB, for the
@@ -545,11 +547,11 @@ var _ TableInspector = mysqlFamily{}
 
 // TableExists looks in information_schema.tables, in the connection's
 // current database unless the name has a schema.
-func (mysqlFamily) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+func (mysqlFamily) TableExists(ctx context.Context, q driver.Tx, table string) (bool, error) {
 	schema, name := splitTable(table)
 	var ok bool
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
-		nullIfEmpty(schema), name).Scan(&ok)
+	err := q.QueryRow(ctx, `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
+		[]any{nullIfEmpty(schema), name}, &ok)
 	return ok, err
 }
 
@@ -557,11 +559,11 @@ func (mysqlFamily) TableExists(ctx context.Context, q Querier, table string) (bo
 // information_schema.tables, which InnoDB updates from time to time (and
 // ANALYZE TABLE at once), so it lags behind recent writes. A missing table
 // measures 0.
-func (mysqlFamily) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
+func (mysqlFamily) TableSize(ctx context.Context, q driver.Tx, table string) (int64, string, error) {
 	schema, name := splitTable(table)
 	var size int64
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(data_length + index_length), 0)
+	err := q.QueryRow(ctx, `SELECT COALESCE(SUM(data_length + index_length), 0)
 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
-		nullIfEmpty(schema), name).Scan(&size)
+		[]any{nullIfEmpty(schema), name}, &size)
 	return size, "table and indexes (information_schema.tables, as of InnoDB's last statistics)", err
 }

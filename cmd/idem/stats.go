@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/sqltx"
 )
 
 const statsHelp = `Usage: idem stats [-shard-column KIND] [flags]
@@ -146,6 +147,6 @@ func (d *database) tableSize(ctx context.Context, db *sql.DB) (size int64, how s
 	if !ok {
 		return 0, "", false, nil
 	}
-	size, how, err = ins.TableSize(ctx, db, d.table)
+	size, how, err = ins.TableSize(ctx, sqltx.Of(db), d.table)
 	return size, how, true, err
 }
