@@ -149,3 +149,19 @@ func (e Engine[TX]) Purge(ctx context.Context, db driver.DB[TX], batch int) (int
 	}
 	return purge(ctx, e.s, db, batch)
 }
+
+// Stats is Store.Stats on db.
+func (e Engine[TX]) Stats(ctx context.Context, db driver.DB[TX]) (Stats, error) {
+	if db == nil {
+		return Stats{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return stats(ctx, e.s, db)
+}
+
+// CountExpired is Store.CountExpired on db.
+func (e Engine[TX]) CountExpired(ctx context.Context, db driver.DB[TX]) (int64, error) {
+	if db == nil {
+		return 0, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
+	return countExpired(ctx, e.s, db)
+}

@@ -431,9 +431,11 @@ ON DUPLICATE KEY UPDATE
 		// only the rows the batch holds: InnoDB locks every row a
 		// statement scans, and on a small table the optimizer scans
 		// the whole of it, held records included.
-		PurgeSelect: r.Replace(`SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
-		PurgeDelete: r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE ` + kk.in("p.") + ` AND p.expires_at <= {now}`),
-		Run:         mysqlRun(t, kk),
+		PurgeSelect:  r.Replace(`SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
+		PurgeDelete:  r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE ` + kk.in("p.") + ` AND p.expires_at <= {now}`),
+		Stats:        r.Replace(statsTemplate),
+		CountExpired: r.Replace(countExpiredTemplate),
+		Run:          mysqlRun(t, kk),
 	}
 }
 

@@ -213,8 +213,10 @@ RETURNING true, false, {record}`),
 		// derived in SQL as the Store derives {lock_id} (lockID).
 		PurgeSelect: r.Replace(`WITH batch AS MATERIALIZED (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})
 SELECT {KCOLS} FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock(kk)) + `)`),
-		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE ` + kk.in("") + ` AND expires_at <= {now}`),
-		Run:         postgresRun(t, kk),
+		PurgeDelete:  r.Replace(`DELETE FROM {T} WHERE ` + kk.in("") + ` AND expires_at <= {now}`),
+		Stats:        r.Replace(statsTemplate),
+		CountExpired: r.Replace(countExpiredTemplate),
+		Run:          postgresRun(t, kk),
 	}
 }
 

@@ -199,7 +199,10 @@ RETURNING 1, 0, {record}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {MATCH} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE {MATCH} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE {TUPLE} IN (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
-		Run:      runTemplate(t, kk, sqliteClock, "min", "max"),
+
+		Stats:        r.Replace(statsTemplate),
+		CountExpired: r.Replace(countExpiredTemplate),
+		Run:          runTemplate(t, kk, sqliteClock, "min", "max"),
 	}
 }
 

@@ -191,3 +191,22 @@ func (s *Store) Purge(ctx context.Context, db *pgxpool.Pool, batch int) (int64, 
 	}
 	return s.e.Purge(ctx, poolDB{pool: db}, batch)
 }
+
+// Stats is idem.Store.Stats on a pgx pool: it counts the live, in-flight
+// and expired records of the Store's table, in one statement that reads
+// every row.
+func (s *Store) Stats(ctx context.Context, db *pgxpool.Pool) (idem.Stats, error) {
+	if db == nil {
+		return idem.Stats{}, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.Stats(ctx, poolDB{pool: db})
+}
+
+// CountExpired is idem.Store.CountExpired on a pgx pool: it counts the
+// records that Purge has yet to delete, through the index on expires_at.
+func (s *Store) CountExpired(ctx context.Context, db *pgxpool.Pool) (int64, error) {
+	if db == nil {
+		return 0, fmt.Errorf("%w: nil pool", idem.ErrInvalidArgument)
+	}
+	return s.e.CountExpired(ctx, poolDB{pool: db})
+}
