@@ -239,7 +239,7 @@ func BenchmarkHandWrittenNoopDriver(b *testing.B) {
 
 // checkNoopParams stops a benchmark whose arguments, written out in the
 // order of the PostgreSQL claim and completion, no longer fit them.
-func checkNoopParams(b testing.TB, qs map[string]idem.Query) {
+func checkNoopParams(b testing.TB, qs map[string]idem.StatementText) {
 	b.Helper()
 	want := map[string][]string{
 		"Claim":    {"key", "request_hash", "created_at", "expires_at", "token", "incarnation", "lock_id"},
@@ -272,7 +272,7 @@ func BenchmarkDatabaseSQLFloorNoopDriver(b *testing.B) {
 
 // floorCall returns one call of BenchmarkDatabaseSQLFloorNoopDriver: the
 // claim and the completion with nothing made per call.
-func floorCall(tb testing.TB, qs map[string]idem.Query, tx *sql.Tx) func() error {
+func floorCall(tb testing.TB, qs map[string]idem.StatementText, tx *sql.Tx) func() error {
 	checkNoopParams(tb, qs)
 	ctx := context.Background()
 	key := []byte("5f0c7e1e-8d1a-4d6b-9a43-2f3c1b7d9e01")
@@ -387,7 +387,7 @@ func allocsPerCall(n int, f func()) uint64 {
 // noopClaimTx begins a transaction on the no-op driver, which answers every
 // claim of the PostgreSQL dialect as won, and returns it with the dialect's
 // statements, for benchmarks that send them by hand.
-func noopClaimTx(b testing.TB) (map[string]idem.Query, *sql.Tx) {
+func noopClaimTx(b testing.TB) (map[string]idem.StatementText, *sql.Tx) {
 	store, err := idem.New(idem.Postgres())
 	if err != nil {
 		b.Fatal(err)

@@ -308,7 +308,7 @@ func (s *Store) exec(ctx context.Context, q driver.Tx, st statement, v *values) 
 }
 
 // query is st with v's values, for a driver's Owned.CommitAfter.
-func (s *Store) query(st statement, v *values) driver.Query {
+func (s *Store) query(st statement, v *values) driver.Statement {
 	v.clockOffset = s.dbClockOffset()
-	return driver.Query{SQL: st.query, Args: st.args(v)}
+	return driver.Statement{SQL: st.query, Args: st.args(v)}
 }

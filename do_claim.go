@@ -195,43 +195,45 @@ func (s *Store) withIncarnation(dest []any) []any {
 	return dest[:len(dest)-1]
 }
 
-// find runs the lookup statement for the record of key under shard, the
-// shard value (nil in a table without a shard column); no record is a nil
-// record.
-func (s *Store) find(ctx context.Context, q Querier, key []byte, shard any) (*record, error) {
-	return s.scanRecord(q.QueryRowContext(ctx, s.lookup.query, s.lookup.args(&values{key: key, shard: shard})...).Scan)
+// rowReader reads one row: the QueryRow of a driver.Tx, all that the lookup
+// statement needs, which Lookup's Querier has too (querierRow).
+type rowReader interface {
+	QueryRow(ctx context.Context, query string, args []any, dest ...any) error
 }
 
-// findIn runs the lookup statement through q: a transaction, or a
-// database outside any.
-func (s *Store) findIn(ctx context.Context, q driver.Tx, key []byte, shard any) (*record, error) {
+// findIn runs the lookup statement for the record of key under shard, the
+// shard value (nil in a table without a shard column), through q: a
+// transaction, or a database outside any. No record is a nil record.
+func (s *Store) findIn(ctx context.Context, q rowReader, key []byte, shard any) (*record, error) {
 	return s.scanRecord(func(dest ...any) error {
 		return q.QueryRow(ctx, s.lookup.query, s.lookup.args(&values{key: key, shard: shard}), dest...)
 	})
 }
 
-// findFunc reads the record of a key under a shard value outside any
-// transaction, for DoTx's read first and its settling of a lost commit; no
-// record is a nil record.
+// findFunc reads the record of a key under a shard value, for Lookup, for
+// DoTx's read first and its settling of a lost commit; no record is a nil
+// record.
 type findFunc func(ctx context.Context, key []byte, shard any) (*record, error)
+
+// findThrough returns the findFunc that reads through q as it is.
+func (s *Store) findThrough(q rowReader) findFunc {
+	return func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, q, k, shard) }
+}
 
 // findOutside returns the findFunc that reads through db outside any
 // transaction: on a database whose sessions may read uncommitted rows, in a
 // read-only transaction at READ COMMITTED where db can begin one, since a
 // record that another transaction has not committed may still be rolled
 // back, and must answer nothing.
-func (s *Store) findOutside(db driver.Tx) findFunc {
+func (s *Store) findOutside(db rowReader) findFunc {
 	if r, ok := db.(driver.CommittedReader); ok && dialect.CapabilitiesOf(s.d).ReadsUncommitted {
-		db = committedReads{db, r}
+		db = committedReads{r}
 	}
-	return func(ctx context.Context, k []byte, shard any) (*record, error) { return s.findIn(ctx, db, k, shard) }
+	return s.findThrough(db)
 }
 
-// committedReads is a driver.Tx whose QueryRow sees only committed rows.
-type committedReads struct {
-	driver.Tx
-	r driver.CommittedReader
-}
+// committedReads reads rows that are committed, and only those.
+type committedReads struct{ r driver.CommittedReader }
 
 func (c committedReads) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
 	return c.r.QueryRowCommitted(ctx, query, args, dest...)

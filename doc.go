@@ -56,7 +56,8 @@
 // hours unless [WithRetention] says otherwise, judged by the Store's clock. A
 // retry within the window replays; a request after it runs again as a new
 // request. The window is part of an API's contract with its clients, so
-// publish it. [Store.Purge] deletes expired records.
+// publish it. [Store.Purge] deletes expired records, and [Store.Stats]
+// counts the live, in-flight and expired ones.
 //
 // # Databases
 //

@@ -99,3 +99,13 @@ func (e Engine[TX]) Forget(ctx context.Context, db driver.DB[TX], key string) er
 func (e Engine[TX]) Purge(ctx context.Context, db driver.DB[TX], batch int) (int64, error) {
 	return purge(ctx, e.s, db, batch)
 }
+
+// Stats is Store.Stats on db.
+func (e Engine[TX]) Stats(ctx context.Context, db driver.DB[TX]) (Stats, error) {
+	return stats(ctx, e.s, db)
+}
+
+// CountExpired is Store.CountExpired on db.
+func (e Engine[TX]) CountExpired(ctx context.Context, db driver.DB[TX]) (int64, error) {
+	return countExpired(ctx, e.s, db)
+}

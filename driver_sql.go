@@ -75,7 +75,7 @@ func (d sqlDB) Query(ctx context.Context, query string, args []any, row func(sca
 // Begin begins the transaction; database/sql sends each statement in a
 // round trip of its own, so the statements of first run when their row is
 // read, and not at all when it is left unread.
-func (d sqlDB) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
+func (d sqlDB) Begin(ctx context.Context, first ...driver.Statement) (driver.Owned[*sql.Tx], []driver.Row, error) {
 	tx, err := d.db.BeginTx(ctx, d.opts)
 	if err != nil {
 		return nil, nil, err
@@ -85,7 +85,7 @@ func (d sqlDB) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[*
 
 // begun is tx, just begun, as the Store's transaction, with the rows of
 // first.
-func begun(ctx context.Context, tx *sql.Tx, first []driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
+func begun(ctx context.Context, tx *sql.Tx, first []driver.Statement) (driver.Owned[*sql.Tx], []driver.Row, error) {
 	o := &sqlOwned{sqlTx{tx}}
 	var rows []driver.Row
 	for _, q := range first {
@@ -98,7 +98,7 @@ func begun(ctx context.Context, tx *sql.Tx, first []driver.Query) (driver.Owned[
 type lazyRow struct {
 	ctx context.Context
 	tx  *sql.Tx
-	q   driver.Query
+	q   driver.Statement
 }
 
 func (r lazyRow) Scan(dest ...any) error {
@@ -110,7 +110,7 @@ type sqlOwned struct{ sqlTx }
 
 func (o *sqlOwned) Native() *sql.Tx { return o.tx }
 
-func (o *sqlOwned) CommitAfter(ctx context.Context, q driver.Query) error {
+func (o *sqlOwned) CommitAfter(ctx context.Context, q driver.Statement) error {
 	n, err := o.Exec(ctx, q.SQL, q.Args...)
 	if err != nil || n != 1 {
 		_ = o.tx.Rollback()
@@ -216,7 +216,7 @@ func (d sqlConn) QueryRowCommitted(ctx context.Context, query string, args []any
 
 // Begin begins the transaction on the pinned connection, as sqlDB.Begin
 // does on the pool.
-func (d sqlConn) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
+func (d sqlConn) Begin(ctx context.Context, first ...driver.Statement) (driver.Owned[*sql.Tx], []driver.Row, error) {
 	tx, err := d.c.BeginTx(ctx, d.opts)
 	if err != nil {
 		return nil, nil, err

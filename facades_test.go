@@ -217,6 +217,6 @@ func (failingDB) QueryRow(context.Context, string, []any, ...any) error {
 func (failingDB) Query(context.Context, string, []any, func(func(...any) error) error) error {
 	return errSent
 }
-func (failingDB) Begin(context.Context, ...driver.Query) (driver.Owned[pgx.Tx], []driver.Row, error) {
+func (failingDB) Begin(context.Context, ...driver.Statement) (driver.Owned[pgx.Tx], []driver.Row, error) {
 	return nil, nil, errSent
 }

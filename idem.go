@@ -54,6 +54,9 @@ type Store struct {
 	// purge; purgeDelete is its PurgeDelete, bound per batch (bindList).
 	purgeSelect statement
 	purgeDelete string
+	// stats and countExpired count the table's records; empty where the
+	// dialect has no such statement.
+	stats, countExpired statement
 	// purgeSelectSQL is the dialect's PurgeSelect, as it gave it, for a
 	// purge shard by shard, which writes {limit} into it (purgeShards).
 	purgeSelectSQL string
@@ -123,6 +126,8 @@ func New(d Dialect, opts ...Option) (*Store, error) {
 		{&s.abandon, "abandon", st.Abandon, false, []param{paramKey, paramToken}},
 		{&s.purge, "purge", st.Purge, st.PurgeSelect != "" || st.PurgeDelete != "", []param{paramNow, paramLimit}},
 		{&s.purgeSelect, "purge select", st.PurgeSelect, true, []param{paramNow, paramLimit}},
+		{&s.stats, "stats", st.Stats, true, []param{paramNow}},
+		{&s.countExpired, "count expired", st.CountExpired, true, []param{paramNow}},
 	} {
 		if b.sql == "" {
 			if b.optional {
@@ -378,8 +383,10 @@ func (s *Store) Dialect() Dialect {
 	return s.d
 }
 
-// Query is one statement as a Store sends it.
-type Query struct {
+// StatementText is one statement as a Store sends it, without its values:
+// the text with the dialect's placeholders, and the names of the values
+// that the Store binds to them.
+type StatementText struct {
 	// SQL is the text of the statement, with the dialect's placeholders.
 	SQL string
 	// Params names the values bound to the placeholders, in order, by the
@@ -390,23 +397,24 @@ type Query struct {
 // Queries returns the statements the Store sends, keyed by the names of the
 // fields of dialect.Statements that hold them: "Claim", "Lookup",
 // "Complete", "Abandon", and, where the dialect has them, "ClaimWrite",
-// "ClaimLost", "ClaimHeld", "Takeover", "Purge", or "PurgeSelect" and "PurgeDelete" (see
-// those fields for what each does and when it runs). The keys are the
+// "ClaimLost", "ClaimHeld", "Takeover", "Purge", or "PurgeSelect" and
+// "PurgeDelete", "Stats" and "CountExpired" (see those fields for what each
+// does and when it runs). The keys are the
 // field names exactly, so that a tool can go from one to the other without
 // a table of its own. "PurgeDelete" is shown for a batch of one key; a
 // batch of n keys has n placeholders in its list. They are for tools and
 // tests that must match the Store's SQL exactly, such as the sqlmock
 // expectations of package idemtest.
-func (s *Store) Queries() map[string]Query {
+func (s *Store) Queries() map[string]StatementText {
 	if s.check() != nil {
 		return nil
 	}
-	qs := make(map[string]Query, 10)
+	qs := make(map[string]StatementText, 12)
 	for name, st := range s.statements() {
 		if st.query == "" {
 			continue
 		}
-		q := Query{SQL: st.query}
+		q := StatementText{SQL: st.query}
 		for _, p := range st.params {
 			q.Params = append(q.Params, paramNames[p])
 		}
@@ -414,7 +422,7 @@ func (s *Store) Queries() map[string]Query {
 	}
 	if s.purgeDelete != "" {
 		del, _ := s.purgeDeleteFor(1) // New bound it once already
-		q := Query{SQL: del.query}
+		q := StatementText{SQL: del.query}
 		for _, p := range del.params {
 			q.Params = append(q.Params, paramNames[p])
 		}
@@ -430,7 +438,7 @@ func (s *Store) statements() map[string]*statement {
 		"Claim": &s.claim, "Takeover": &s.takeover, "Lookup": &s.lookup,
 		"Complete": &s.complete, "Abandon": &s.abandon, "Purge": &s.purge,
 		"ClaimWrite": &s.claimWrite, "ClaimLost": &s.claimLost, "ClaimHeld": &s.claimHeld,
-		"PurgeSelect": &s.purgeSelect,
+		"PurgeSelect": &s.purgeSelect, "Stats": &s.stats, "CountExpired": &s.countExpired,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/internal/dbtest"
+	"github.com/idemgo/idem/internal/sqltx"
 )
 
 // currentSchema asks a database, for each built-in dialect, which schema an
@@ -48,21 +49,21 @@ func TestTableInspector(t *testing.T) {
 			{missing, false},
 			{schema + "." + missing, false},
 		} {
-			got, err := ins.TableExists(ctx, e.DB, c.table)
+			got, err := ins.TableExists(ctx, sqltx.Of(e.DB), c.table)
 			if err != nil || got != c.want {
 				t.Errorf("TableExists(%s) = %v, %v; want %v", c.table, got, err, c.want)
 			}
 		}
-		// A transaction is a Querier too.
+		// The statements run in a transaction too.
 		tx := e.Begin(t, nil)
-		if got, err := ins.TableExists(ctx, tx, e.Table); err != nil || !got {
+		if got, err := ins.TableExists(ctx, sqltx.Of(tx), e.Table); err != nil || !got {
 			t.Errorf("TableExists(%s) in a transaction = %v, %v; want true", e.Table, got, err)
 		}
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
 
-		if size, how, err := ins.TableSize(ctx, e.DB, missing); err != nil || size != 0 || how == "" {
+		if size, how, err := ins.TableSize(ctx, sqltx.Of(e.DB), missing); err != nil || size != 0 || how == "" {
 			t.Errorf("TableSize(%s) = %d, %q, %v; want 0 and how it measured", missing, size, how, err)
 		}
 		for i := range 20 {
@@ -72,7 +73,7 @@ func TestTableInspector(t *testing.T) {
 			}
 		}
 		for _, table := range []string{e.Table, schema + "." + e.Table} {
-			size, how, err := ins.TableSize(ctx, e.DB, table)
+			size, how, err := ins.TableSize(ctx, sqltx.Of(e.DB), table)
 			if err != nil || size <= 0 || how == "" {
 				t.Errorf("TableSize(%s) after 20 records = %d, %q, %v; want a size > 0 and how it measured", table, size, how, err)
 			}

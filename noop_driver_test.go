@@ -18,7 +18,7 @@ import (
 // the dialect has a ClaimLost, a replay goes as on its database: the claim
 // returns no row, and ClaimLost the record. Anything else fails.
 type noopConnector struct {
-	claim, claimWrite, claimLost, lookup idem.Query
+	claim, claimWrite, claimLost, lookup idem.StatementText
 	execs                                map[string]bool // the statements that affect one row
 	// replay makes the claim lose to a finished record of hash and resp.
 	replay bool

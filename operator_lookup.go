@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
 )
 
-// Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn, as
-// a dialect's TableInspector does.
-type Querier = dialect.Querier
+// Querier is what Lookup reads through: a *sql.DB, *sql.Tx or *sql.Conn, or
+// a value of the caller's with their QueryRowContext. Lookup sends one
+// statement, which returns at most one row, so a Querier needs nothing
+// more; the Store reads the record through it as it reads one in its own
+// transactions.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
 
 // Lookup returns the live record of key, as a Result: Replay with the stored
 // response when the request finished, InFlight when its record was committed
@@ -32,7 +36,15 @@ func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, erro
 	if db, ok := q.(*sql.DB); ok {
 		return lookup(ctx, s, sqlOn(db, nil), key)
 	}
-	return s.lookupWith(ctx, func(ctx context.Context, k []byte, shard any) (*record, error) { return s.find(ctx, q, k, shard) }, key)
+	return s.lookupWith(ctx, s.findThrough(querierRow{q}), key)
+}
+
+// querierRow is a Querier as the Store reads a row through it, as through
+// a driver.Tx.
+type querierRow struct{ q Querier }
+
+func (r querierRow) QueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	return r.q.QueryRowContext(ctx, query, args...).Scan(dest...)
 }
 
 // lookup is Lookup on any driver's database, which it reads outside any

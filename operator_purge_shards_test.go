@@ -29,7 +29,7 @@ func (u unpinnable) Query(context.Context, string, []any, func(func(...any) erro
 	return errors.New("unexpected")
 }
 
-func (u unpinnable) Begin(context.Context, ...driver.Query) (driver.Owned[*sql.Tx], []driver.Row, error) {
+func (u unpinnable) Begin(context.Context, ...driver.Statement) (driver.Owned[*sql.Tx], []driver.Row, error) {
 	u.t.Error("a transaction began on the database")
 	return nil, nil, errors.New("unexpected")
 }

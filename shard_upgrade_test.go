@@ -36,7 +36,7 @@ func TestShardKindsRollingUpgrade(t *testing.T) {
 }
 
 // bindQuery returns the arguments of q, by the names of its parameters.
-func bindQuery(t *testing.T, q idem.Query, vals map[string]any) []any {
+func bindQuery(t *testing.T, q idem.StatementText, vals map[string]any) []any {
 	t.Helper()
 	args := make([]any, len(q.Params))
 	for i, p := range q.Params {

@@ -201,7 +201,7 @@ func lateClaim(res Result, err error, late []int64) (Result, bool) {
 // statement in a round trip of its own all the same.
 func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find findFunc, key string, v *values, fn func(context.Context, TX) (Response, error), late *[]int64) (Result, time.Duration, error) {
 	claimStart := s.startEvent()
-	var first []driver.Query
+	var first []driver.Statement
 	if s.claimWrite.query == "" {
 		var lost []any
 		if s.claimLost.query != "" && !s.claimedWithoutRow && s.lookupFirst == LookupNever {
@@ -209,9 +209,9 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 			// take below.
 			lost = append(lost, s.claimLost.args(v)...)
 		}
-		first = append(first, driver.Query{SQL: s.claim.query, Args: s.claim.args(v)})
+		first = append(first, driver.Statement{SQL: s.claim.query, Args: s.claim.args(v)})
 		if lost != nil {
-			first = append(first, driver.Query{SQL: s.claimLost.query, Args: lost})
+			first = append(first, driver.Statement{SQL: s.claimLost.query, Args: lost})
 		}
 	}
 	tx, rows, err := db.Begin(ctx, first...)
@@ -248,7 +248,7 @@ func attemptTx[TX any](ctx context.Context, s *Store, db driver.DB[TX], find fin
 	if err != nil {
 		return Result{}, wait, fnFailedTx(ctx, s, tx, v, err)
 	}
-	err = tx.CommitAfter(ctx, driver.Query{SQL: s.complete.query, Args: s.complete.args(v)})
+	err = tx.CommitAfter(ctx, driver.Statement{SQL: s.complete.query, Args: s.complete.args(v)})
 	var cerr *driver.CommitError
 	switch {
 	case err == nil:

@@ -85,6 +85,20 @@ func takeoverTemplate(kk keying) string {
 WHERE ` + kk.match("") + ` AND expires_at <= {created_at}`
 }
 
+// statsTemplate is the Stats of the built-in dialects, with {T} for the
+// table: one pass over the table, which judges a record live as Lookup
+// does, while its expires_at is after {now}.
+const statsTemplate = `SELECT
+	COUNT(CASE WHEN expires_at > {now} THEN 1 END),
+	COUNT(CASE WHEN expires_at > {now} AND status IS NULL THEN 1 END),
+	COUNT(CASE WHEN expires_at <= {now} THEN 1 END),
+	MIN(created_at)
+FROM {T}`
+
+// countExpiredTemplate is the CountExpired of the built-in dialects, with
+// {T} for the table: a range of the index on expires_at.
+const countExpiredTemplate = `SELECT COUNT(*) FROM {T} WHERE expires_at <= {now}`
+
 // runTemplate writes the statements of multi-step requests for the quoted
 // table t whose records kk names, on a database whose clock, in microseconds
 // since the Unix epoch, the expression clock reads, and whose functions of

@@ -13,8 +13,9 @@ package dialect
 
 import (
 	"context"
-	"database/sql"
 	"time"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // Dialect is what a Store needs to know about one database family. A Store
@@ -198,19 +199,15 @@ func CapabilitiesOf(d Dialect) Capabilities {
 // the table exists and how much room it takes, questions that every
 // database answers from its own catalog. The built-in dialects implement it.
 // table is a name that idem.WithTable accepted, as the Store was given it.
+// q sends the statements, as it sends the Store's own: a database outside
+// any transaction, or a transaction.
 type TableInspector interface {
 	// TableExists reports whether the table is there.
-	TableExists(ctx context.Context, q Querier, table string) (bool, error)
+	TableExists(ctx context.Context, q driver.Tx, table string) (bool, error)
 
 	// TableSize returns how many bytes the table and its indexes take,
 	// and says how the database measured them.
-	TableSize(ctx context.Context, q Querier, table string) (size int64, how string, err error)
-}
-
-// Querier runs one statement that returns a row: a *sql.DB, *sql.Conn or
-// *sql.Tx.
-type Querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	TableSize(ctx context.Context, q driver.Tx, table string) (size int64, how string, err error)
 }
 
 // The built-in dialects give hints.

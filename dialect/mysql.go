@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // MySQL returns the dialect of MySQL 8.0.29 or later with InnoDB, for the
@@ -393,9 +395,11 @@ ON DUPLICATE KEY UPDATE
 		// only the rows the batch holds: InnoDB locks every row a
 		// statement scans, and on a small table the optimizer scans
 		// the whole of it, held records included.
-		PurgeSelect: r.Replace(`SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
-		PurgeDelete: r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE ` + kk.in("p.") + ` AND p.expires_at <= {now}`),
-		Run:         mysqlRun(t, kk),
+		PurgeSelect:  r.Replace(`SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit} FOR UPDATE SKIP LOCKED`),
+		PurgeDelete:  r.Replace(`DELETE p FROM {T} AS p FORCE INDEX (PRIMARY) WHERE ` + kk.in("p.") + ` AND p.expires_at <= {now}`),
+		Stats:        r.Replace(statsTemplate),
+		CountExpired: r.Replace(countExpiredTemplate),
+		Run:          mysqlRun(t, kk),
 	}
 }
 
@@ -509,11 +513,11 @@ var _ TableInspector = mysqlFamily{}
 
 // TableExists looks in information_schema.tables, in the connection's
 // current database unless the name has a schema.
-func (mysqlFamily) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+func (mysqlFamily) TableExists(ctx context.Context, q driver.Tx, table string) (bool, error) {
 	schema, name := splitTable(table)
 	var ok bool
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
-		nullIfEmpty(schema), name).Scan(&ok)
+	err := q.QueryRow(ctx, `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
+		[]any{nullIfEmpty(schema), name}, &ok)
 	return ok, err
 }
 
@@ -521,11 +525,11 @@ func (mysqlFamily) TableExists(ctx context.Context, q Querier, table string) (bo
 // information_schema.tables, which InnoDB updates from time to time (and
 // ANALYZE TABLE at once), so it lags behind recent writes. A missing table
 // measures 0.
-func (mysqlFamily) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
+func (mysqlFamily) TableSize(ctx context.Context, q driver.Tx, table string) (int64, string, error) {
 	schema, name := splitTable(table)
 	var size int64
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(data_length + index_length), 0)
+	err := q.QueryRow(ctx, `SELECT COALESCE(SUM(data_length + index_length), 0)
 FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?`,
-		nullIfEmpty(schema), name).Scan(&size)
+		[]any{nullIfEmpty(schema), name}, &size)
 	return size, "table and indexes (information_schema.tables, as of InnoDB's last statistics)", err
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // Postgres returns the dialect of PostgreSQL (version 12 or later), for the
@@ -193,8 +195,10 @@ RETURNING true, false, {record}`),
 		// derived in SQL as the Store derives {lock_id} (lockID).
 		PurgeSelect: r.Replace(`WITH batch AS MATERIALIZED (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})
 SELECT {KCOLS} FROM batch WHERE pg_try_advisory_xact_lock(` + lock(postgresKeyLock(kk)) + `)`),
-		PurgeDelete: r.Replace(`DELETE FROM {T} WHERE ` + kk.in("") + ` AND expires_at <= {now}`),
-		Run:         postgresRun(t, kk),
+		PurgeDelete:  r.Replace(`DELETE FROM {T} WHERE ` + kk.in("") + ` AND expires_at <= {now}`),
+		Stats:        r.Replace(statsTemplate),
+		CountExpired: r.Replace(countExpiredTemplate),
+		Run:          postgresRun(t, kk),
 	}
 }
 
@@ -332,18 +336,16 @@ var _ TableInspector = postgres{}
 
 // TableExists asks to_regclass, which finds the table as the Store's
 // statements do: on the search_path unless the name has a schema.
-func (postgres) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
-	t := QuoteTable(table, '"')
+func (postgres) TableExists(ctx context.Context, q driver.Tx, table string) (bool, error) {
 	var ok bool
-	err := q.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, t).Scan(&ok)
+	err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, []any{QuoteTable(table, '"')}, &ok)
 	return ok, err
 }
 
 // TableSize is pg_total_relation_size: the table, its indexes and its
 // TOAST table. A missing table measures 0.
-func (postgres) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
-	t := QuoteTable(table, '"')
+func (postgres) TableSize(ctx context.Context, q driver.Tx, table string) (int64, string, error) {
 	var size int64
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(pg_total_relation_size(to_regclass($1)), 0)`, t).Scan(&size)
+	err := q.QueryRow(ctx, `SELECT COALESCE(pg_total_relation_size(to_regclass($1)), 0)`, []any{QuoteTable(table, '"')}, &size)
 	return size, "table, indexes and TOAST (pg_total_relation_size)", err
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/idemgo/idem/driver"
 )
 
 // SQLite returns the dialect of SQLite (3.35 or later, for RETURNING), for
@@ -186,7 +188,10 @@ RETURNING 1, 0, {record}`),
 		Complete: r.Replace(`UPDATE {T} SET status = {status}, header = {header}, body = {body}, checksum = {checksum} WHERE {MATCH} AND token = {token}`),
 		Abandon:  r.Replace(`DELETE FROM {T} WHERE {MATCH} AND token = {token}`),
 		Purge:    r.Replace(`DELETE FROM {T} WHERE {TUPLE} IN (SELECT {KCOLS} FROM {T} WHERE expires_at <= {now} ORDER BY expires_at LIMIT {limit})`),
-		Run:      runTemplate(t, kk, sqliteClock, "min", "max"),
+
+		Stats:        r.Replace(statsTemplate),
+		CountExpired: r.Replace(countExpiredTemplate),
+		Run:          runTemplate(t, kk, sqliteClock, "min", "max"),
 	}
 }
 
@@ -234,14 +239,14 @@ var _ TableInspector = sqlite{}
 
 // TableExists looks in the sqlite_master of the table's schema, main
 // unless the name has one.
-func (sqlite) TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+func (sqlite) TableExists(ctx context.Context, q driver.Tx, table string) (bool, error) {
 	schema, name := splitTable(table)
 	master := "sqlite_master"
 	if schema != "" {
 		master = QuoteTable(schema, '"') + ".sqlite_master"
 	}
 	var ok bool
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM `+master+` WHERE type = 'table' AND name = ?`, name).Scan(&ok)
+	err := q.QueryRow(ctx, `SELECT COUNT(*) > 0 FROM `+master+` WHERE type = 'table' AND name = ?`, []any{name}, &ok)
 	return ok, err
 }
 
@@ -249,19 +254,19 @@ func (sqlite) TableExists(ctx context.Context, q Querier, table string) (bool, e
 // virtual table, which modernc.org/sqlite compiles in; where it is missing,
 // it measures the whole database file instead, and says so. A missing table
 // measures 0.
-func (sqlite) TableSize(ctx context.Context, q Querier, table string) (int64, string, error) {
+func (sqlite) TableSize(ctx context.Context, q driver.Tx, table string) (int64, string, error) {
 	schema, name := splitTable(table)
 	if schema == "" {
 		schema = "main"
 	}
 	s := QuoteTable(schema, '"')
 	var size int64
-	err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat(?)
+	err := q.QueryRow(ctx, `SELECT COALESCE(SUM(pgsize), 0) FROM dbstat(?)
 WHERE name IN (SELECT name FROM `+s+`.sqlite_master WHERE tbl_name = ?)`,
-		schema, name).Scan(&size)
+		[]any{schema, name}, &size)
 	if err == nil {
 		return size, "table and indexes (dbstat)", nil
 	}
-	err = q.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&size)
+	err = q.QueryRow(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`, nil, &size)
 	return size, "the whole database file (page_count * page_size; dbstat is not available)", err
 }

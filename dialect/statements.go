@@ -182,6 +182,26 @@ type Statements struct {
 	// deleted.
 	PurgeSelect, PurgeDelete string
 
+	// Stats counts the records as of {now}, for idem.Store.Stats, in one
+	// row of four columns: the live records (expires_at after {now}), the
+	// live records without a response (status NULL), the expired records
+	// (expires_at at or before {now}), and the smallest created_at, NULL
+	// when the table is empty. It runs outside any transaction and takes
+	// no lock; it may read every row. On a table with a shard column it
+	// counts the records of every shard value. Leave it empty where the
+	// database cannot count the table in one statement: Stats then
+	// returns an error that matches errors.ErrUnsupported.
+	Stats string
+
+	// CountExpired counts the records whose expires_at is at or before
+	// {now}, what Purge has yet to delete, for idem.Store.CountExpired, in
+	// one row of one column, through the index on expires_at, so that it
+	// reads the expired records alone. It runs outside any transaction
+	// and takes no lock. Leave it empty where the database cannot count
+	// them so: CountExpired then returns an error that matches
+	// errors.ErrUnsupported.
+	CountExpired string
+
 	// Run holds the statements of multi-step requests (idem.Store.Run)
 	// and of Resume. A dialect that leaves them all empty has no
 	// multi-step requests: Run answers idem.ErrNoSteps, and

@@ -39,8 +39,10 @@ type Row interface {
 	Scan(dest ...any) error
 }
 
-// Query is one statement with its arguments.
-type Query struct {
+// Statement is one statement with the values of its placeholders, in
+// order: what a Store gives a driver to send with a BEGIN (DB.Begin) or
+// before a COMMIT (Owned.CommitAfter).
+type Statement struct {
 	SQL  string
 	Args []any
 }
@@ -54,12 +56,12 @@ type Owned[TX any] interface {
 	// Native returns the driver's own transaction.
 	Native() TX
 
-	// CommitAfter runs q, a statement that must change one row, and then
-	// commits, in as few round trips as the driver can. When q affects no
+	// CommitAfter runs st, a statement that must change one row, and then
+	// commits, in as few round trips as the driver can. When st affects no
 	// row it commits nothing, rolls back and returns ErrNoRow. An error of
-	// q is returned as it is, with nothing committed. An error that leaves
+	// st is returned as it is, with nothing committed. An error that leaves
 	// the commit's outcome open comes as a *CommitError.
-	CommitAfter(ctx context.Context, q Query) error
+	CommitAfter(ctx context.Context, st Statement) error
 
 	// Commit commits the transaction, as it stands.
 	Commit(ctx context.Context) error
@@ -80,7 +82,7 @@ type DB[TX any] interface {
 	// Begin begins a transaction and runs first in it, in the round trip
 	// of the BEGIN where the driver can; the rows answer first, in order.
 	// The caller may leave a row unread, and must read them in order.
-	Begin(ctx context.Context, first ...Query) (Owned[TX], []Row, error)
+	Begin(ctx context.Context, first ...Statement) (Owned[TX], []Row, error)
 }
 
 // Pinner is an optional interface of a DB: it lends one connection of its

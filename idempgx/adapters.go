@@ -106,7 +106,7 @@ func (d poolDB) Query(ctx context.Context, query string, args []any, row func(sc
 // Begin sends BEGIN and first in one batch, which pgx pipelines: one round
 // trip. Their answers are read later, in order, through the rows; the
 // transaction reads what is left of them before it sends anything else.
-func (d poolDB) Begin(ctx context.Context, first ...driver.Query) (driver.Owned[pgx.Tx], []driver.Row, error) {
+func (d poolDB) Begin(ctx context.Context, first ...driver.Statement) (driver.Owned[pgx.Tx], []driver.Row, error) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -210,7 +210,7 @@ func (o *ownedTx) Native() pgx.Tx {
 // completion runs inside a statement that divides by the number of rows it
 // changed: with no row it fails, the server skips the COMMIT queued after
 // it, and the transaction is rolled back.
-func (o *ownedTx) CommitAfter(ctx context.Context, q driver.Query) error {
+func (o *ownedTx) CommitAfter(ctx context.Context, q driver.Statement) error {
 	defer o.release()
 	if err := o.ready(); err != nil {
 		return err

@@ -160,3 +160,16 @@ func (s *Store) Forget(ctx context.Context, db *pgxpool.Pool, key string) error 
 func (s *Store) Purge(ctx context.Context, db *pgxpool.Pool, batch int) (int64, error) {
 	return s.e.Purge(ctx, pooled(db, pgx.TxOptions{}), batch)
 }
+
+// Stats is idem.Store.Stats on a pgx pool: it counts the live, in-flight
+// and expired records of the Store's table, in one statement that reads
+// every row.
+func (s *Store) Stats(ctx context.Context, db *pgxpool.Pool) (idem.Stats, error) {
+	return s.e.Stats(ctx, pooled(db, pgx.TxOptions{}))
+}
+
+// CountExpired is idem.Store.CountExpired on a pgx pool: it counts the
+// records that Purge has yet to delete, through the index on expires_at.
+func (s *Store) CountExpired(ctx context.Context, db *pgxpool.Pool) (int64, error) {
+	return s.e.CountExpired(ctx, pooled(db, pgx.TxOptions{}))
+}

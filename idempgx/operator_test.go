@@ -15,9 +15,10 @@ import (
 // TestOperatorsOnPgx runs the operators' actions through a pgx pool: a
 // multi-step request left unfinished after its first phase is refused by
 // ReleaseWithoutEffect (its phase committed), settled with a response that
-// retries then replay, and another is deleted by ReleaseUndone; Purge
-// deletes expired records and leaves live ones, and Forget the settled
-// one, after which its key runs anew.
+// retries then replay, and another is deleted by ReleaseUndone; Stats and
+// CountExpired count the expired records and the live one, Purge deletes
+// the expired records and leaves the live one, and Forget the settled one,
+// after which its key runs anew.
 func TestOperatorsOnPgx(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, 4)
@@ -73,10 +74,28 @@ func TestOperatorsOnPgx(t *testing.T) {
 			t.Fatalf("DoTx of %s: %v, %v", key, res.Outcome, err)
 		}
 	}
+	counts := func(when string, live, expired int64) {
+		t.Helper()
+		st, err := pg.Stats(ctx, e.pool)
+		if err != nil || st.Live != live || st.InFlight != 0 || st.Expired != expired || st.Oldest.IsZero() {
+			t.Errorf("Stats %s = %+v, %v; want %d live, none in flight, %d expired, and the oldest", when, st, err, live, expired)
+		}
+		if n, err := pg.CountExpired(ctx, e.pool); err != nil || n != expired {
+			t.Errorf("CountExpired %s = %d, %v; want %d", when, n, err, expired)
+		}
+	}
+	counts("before Purge", 1, 3)
+	if _, err := pg.Stats(ctx, nil); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("Stats with a nil pool: %v, want ErrInvalidArgument", err)
+	}
+	if _, err := pg.CountExpired(ctx, nil); !errors.Is(err, idem.ErrInvalidArgument) {
+		t.Errorf("CountExpired with a nil pool: %v, want ErrInvalidArgument", err)
+	}
 	n, err := pg.Purge(ctx, e.pool, 2)
 	if err != nil || n != 3 {
 		t.Errorf("Purge: %d, %v; want the 3 expired records", n, err)
 	}
+	counts("after Purge", 1, 0)
 	if _, err := pg.Lookup(ctx, e.pool, "settled"); err != nil {
 		t.Errorf("Lookup of the live record after Purge: %v", err)
 	}

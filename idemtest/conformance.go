@@ -40,7 +40,9 @@ import (
 // statements, a multi-step request that claims and replays, resumes after
 // a failed step, is held by its lease and taken over once it ran out, and
 // is driven to its end by Resume that backs off after a failure. A
-// dialect without Run statements skips those, saying so. Forget deletes a
+// dialect without Run statements skips those, saying so. Stats counts the
+// live, in-flight and expired records with the dialect's Stats and
+// CountExpired statements, and skips where it has neither. Forget deletes a
 // finished record so that its key runs anew, and never one whose request
 // a transaction or a live lease holds. Each record has an incarnation of
 // its own (Incarnation, and RunIncarnation through Run's statements): its
@@ -137,6 +139,7 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 		{"TakeoverChecksExpiry", testTakeoverChecksExpiry},
 		{"LookupFirst", testLookupFirst},
 		{"Purge", testPurge},
+		{"Stats", testStats},
 		{"KeysAreBytes", testKeysAreBytes},
 		{"BadInput", testBadInput},
 		{"LargeResponses", testLargeResponses},

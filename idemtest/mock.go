@@ -70,7 +70,7 @@ import (
 type Mock struct {
 	mock    sqlmock.Sqlmock
 	store   *idem.Store
-	queries map[string]idem.Query
+	queries map[string]idem.StatementText
 	equal   bool
 	// incarnations says that the store's records have an incarnation,
 	// which its claim writes and its statements return (see

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/sqltx"
 )
 
 // The environment variables that stand in for -dsn and -dialect, so that a
@@ -281,7 +282,7 @@ func (d *database) tableExists(ctx context.Context, db *sql.DB) (exists, known b
 	if !ok {
 		return false, false, nil
 	}
-	exists, err = ins.TableExists(ctx, db, d.table)
+	exists, err = ins.TableExists(ctx, sqltx.Of(db), d.table)
 	if err != nil {
 		return false, false, fmt.Errorf("look for table %s: %w", d.table, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"path/filepath"
 	"slices"
@@ -199,7 +200,7 @@ func TestThirdPartyDialect(t *testing.T) {
 	if want := "idem: not checking that table keys exists: the thirdparty dialect does not implement dialect.TableInspector\n"; stderr.String() != want {
 		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
-	st, err := d.stats(ctx, db2, t0)
+	st, err := d.stats(ctx, store, db2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,77 @@ func TestThirdPartyDialect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db3.Close()
-	if _, err := d.stats(ctx, db3, t0); err == nil || !strings.Contains(err.Error(), "no such table") {
+	missing, err := d.store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.stats(ctx, missing, db3); err == nil || !strings.Contains(err.Error(), "no such table") {
 		t.Errorf("stats of a missing table: %v", err)
+	}
+}
+
+// uncounting is a dialect from outside package idem without the statements
+// that count its records (dialect.Statements.Stats and CountExpired), nor
+// a TableInspector.
+type uncounting struct{ opaque }
+
+func (u uncounting) Statements(table string, lockTimeout time.Duration) dialect.Statements {
+	st := u.opaque.Statements(table, lockTimeout)
+	st.Stats, st.CountExpired = "", ""
+	return st
+}
+
+// On a dialect that cannot count its records, stats says so in place of the
+// counts, and purge purges without a progress line, sending no statement
+// of its own on the table.
+func TestThirdPartyDialectUncounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k, _ := lookupDialect("sqlite")
+	d := &database{kind: k, dialect: uncounting{opaque{idem.SQLite()}}, driver: "sqlite",
+		dsn: sqliteDSN(filepath.Join(t.TempDir(), "shop.db")), table: "keys"}
+	db, err := d.open(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store, err := d.store(idem.WithClock(func() time.Time { return t0.Add(-48 * time.Hour) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DoTx(ctx, db, nil, "old", []byte("hash"), func(context.Context, *sql.Tx) (idem.Response, error) {
+		return idem.Response{Status: 200}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	store, err = d.store(idem.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := d.stats(ctx, store, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := d.printStats(&out, st, t0); err != nil {
+		t.Fatal(err)
+	}
+	equalLines(t, out.String(),
+		"table         keys (thirdparty)",
+		"keys          unknown: the thirdparty dialect has no statement that counts them (dialect.Statements.Stats)",
+		"size on disk  unknown: the thirdparty dialect does not implement dialect.TableInspector")
+
+	var progress strings.Builder
+	stop := showProgress(ctx, store, db, d.table, &progress, time.Now())
+	stop()
+	if progress.Len() != 0 {
+		t.Errorf("progress line of a dialect that cannot count: %q, want none", progress.String())
+	}
+	if n, err := store.Purge(ctx, db, 10); err != nil || n != 1 {
+		t.Errorf("Purge = %d, %v; want the expired record", n, err)
 	}
 }

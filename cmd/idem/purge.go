@@ -72,7 +72,7 @@ func runPurge(ctx context.Context, e *env, args []string) error {
 	start := time.Now()
 	var stopProgress func()
 	if e.terminal {
-		stopProgress = d.showProgress(ctx, db, e.stderr, e.now(), start)
+		stopProgress = showProgress(ctx, store, db, d.table, e.stderr, start)
 	}
 	n, err := store.Purge(ctx, db, *batch)
 	elapsed := time.Since(start)
@@ -107,14 +107,13 @@ func rate(n int64, d time.Duration) string {
 
 // showProgress redraws a progress line on w until the returned function is
 // called, which clears it. Store.Purge does not report its batches, so the
-// line counts what remains of the records that had expired by cutoff: the
-// count uses the index on expires_at, and a failed count only skips a
-// redraw.
-func (d *database) showProgress(ctx context.Context, db *sql.DB, w io.Writer, cutoff, start time.Time) (stop func()) {
-	query := `SELECT COUNT(*) FROM ` + d.quote(d.table) + ` WHERE expires_at <= ` + d.dialect.Placeholder(1)
+// line counts what remains of the expired records with Store.CountExpired,
+// which reads the index on expires_at; where the dialect cannot count them,
+// or the first count fails, there is no line, and a later count that fails
+// only skips a redraw.
+func showProgress(ctx context.Context, store *idem.Store, db *sql.DB, table string, w io.Writer, start time.Time) (stop func()) {
 	remaining := func() (int64, bool) {
-		var n int64
-		err := db.QueryRowContext(ctx, query, cutoff.UnixMicro()).Scan(&n)
+		n, err := store.CountExpired(ctx, db)
 		return n, err == nil
 	}
 	total, ok := remaining()
@@ -130,7 +129,7 @@ func (d *database) showProgress(ctx context.Context, db *sql.DB, w io.Writer, cu
 		// \r returns to the start of the line, ESC [K clears what a
 		// longer line left behind.
 		fmt.Fprintf(w, "\rpurging %s: %d of %d expired keys deleted (%.0f%%), %s\x1b[K",
-			d.table, done, total, pct, rate(done, time.Since(start)))
+			table, done, total, pct, rate(done, time.Since(start)))
 	}
 	draw(total)
 	quit := make(chan struct{})

@@ -11,8 +11,10 @@ import (
 	"github.com/idemgo/idem"
 )
 
+// TestPurge purges the expired records and keeps the live ones, with a
+// progress line on a terminal, on every database the command knows.
 func TestPurge(t *testing.T) {
-	forEach(t, func(t *testing.T, tb *testDB) {
+	forEachDatabase(t, func(t *testing.T, tb *testDB) {
 		old := tb.store(t, idem.WithClock(func() time.Time { return t0.Add(-48 * time.Hour) }))
 		now := tb.store(t, idem.WithClock(func() time.Time { return t0 }))
 		for i := range 5 {

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/sqltx"
 )
 
 const statsHelp = `Usage: idem stats [-shard-column KIND] [flags]
@@ -48,11 +50,11 @@ Example:
 
 // tableStats is what stats measures.
 type tableStats struct {
-	live, inFlight, expired int64
-	oldest                  time.Time // zero when the table is empty
-	size                    int64
-	sizeFrom                string // what size measures, and how
-	sizeKnown               bool   // false when the dialect cannot measure tables
+	idem.Stats
+	counted   bool // false when the dialect has no statement that counts the records
+	size      int64
+	sizeFrom  string // what size measures, and how
+	sizeKnown bool   // false when the dialect cannot measure tables
 }
 
 func runStats(ctx context.Context, e *env, args []string) error {
@@ -67,37 +69,37 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if len(rest) > 0 {
 		return usageError("stats takes no arguments, got %q", rest)
 	}
-	d, err := f.resolve(e, true)
-	if err != nil {
-		return err
-	}
-	db, err := d.openTable(ctx, e)
+	d, store, db, err := f.openStore(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	now := e.now()
-	st, err := d.stats(ctx, db, now)
+	st, err := d.stats(ctx, store, db)
 	if err != nil {
 		return err
 	}
-	return d.printStats(e.stdout, st, now)
+	return d.printStats(e.stdout, st, e.now())
 }
 
-// printStats writes what stats measured.
+// printStats writes what stats measured, as of now, the moment of the
+// Store's clock.
 func (d *database) printStats(w io.Writer, st *tableStats, now time.Time) error {
 	fmt.Fprintf(w, "table         %s (%s)\n", d.table, d.dialect.Name())
-	fmt.Fprintf(w, "live keys     %d\n", st.live)
-	fmt.Fprintf(w, "in flight     %d\n", st.inFlight)
-	fmt.Fprintf(w, "expired keys  %d", st.expired)
-	if st.expired > 0 {
-		fmt.Fprint(w, ", waiting for idem purge")
-	}
-	fmt.Fprintln(w)
-	if st.oldest.IsZero() {
-		fmt.Fprintln(w, "oldest key    none: the table is empty")
+	if !st.counted {
+		fmt.Fprintf(w, "keys          unknown: %s\n", d.notCounting())
 	} else {
-		fmt.Fprintf(w, "oldest key    created %s (%s)\n", formatTime(st.oldest), relative(st.oldest, now))
+		fmt.Fprintf(w, "live keys     %d\n", st.Live)
+		fmt.Fprintf(w, "in flight     %d\n", st.InFlight)
+		fmt.Fprintf(w, "expired keys  %d", st.Expired)
+		if st.Expired > 0 {
+			fmt.Fprint(w, ", waiting for idem purge")
+		}
+		fmt.Fprintln(w)
+		if st.Oldest.IsZero() {
+			fmt.Fprintln(w, "oldest key    none: the table is empty")
+		} else {
+			fmt.Fprintf(w, "oldest key    created %s (%s)\n", formatTime(st.Oldest), relative(st.Oldest, now))
+		}
 	}
 	if !st.sizeKnown {
 		_, err := fmt.Fprintf(w, "size on disk  unknown: %s\n", d.notInspector())
@@ -107,35 +109,31 @@ func (d *database) printStats(w io.Writer, st *tableStats, now time.Time) error 
 	return err
 }
 
-// stats counts the records as of now and measures the table.
-func (d *database) stats(ctx context.Context, db *sql.DB, now time.Time) (*tableStats, error) {
-	ph := d.dialect.Placeholder
-	t := d.quote(d.table)
-	// One pass over the table: records whose expires_at is past count no
-	// more, as Store.Lookup judges them.
-	counts := `SELECT
-	COUNT(CASE WHEN expires_at > ` + ph(1) + ` THEN 1 END),
-	COUNT(CASE WHEN expires_at > ` + ph(2) + ` AND status IS NULL THEN 1 END),
-	COUNT(CASE WHEN expires_at <= ` + ph(3) + ` THEN 1 END),
-	MIN(created_at)
-FROM ` + t
-	us := now.UnixMicro()
+// stats counts the records with the Store's own statement, as of the
+// Store's clock (Store.Stats), and measures the table.
+func (d *database) stats(ctx context.Context, store *idem.Store, db *sql.DB) (*tableStats, error) {
 	var (
-		st     tableStats
-		oldest sql.NullInt64
+		st  tableStats
+		err error
 	)
-	if err := db.QueryRowContext(ctx, counts, us, us, us).Scan(&st.live, &st.inFlight, &st.expired, &oldest); err != nil {
+	st.Stats, err = store.Stats(ctx, db)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+	case err != nil:
 		return nil, fmt.Errorf("count the keys of %s: %w", d.table, err)
+	default:
+		st.counted = true
 	}
-	if oldest.Valid {
-		st.oldest = time.UnixMicro(oldest.Int64)
-	}
-	var err error
 	st.size, st.sizeFrom, st.sizeKnown, err = d.tableSize(ctx, db)
 	if err != nil {
 		return nil, fmt.Errorf("measure %s: %w", d.table, err)
 	}
 	return &st, nil
+}
+
+// notCounting says why the command cannot count the records.
+func (d *database) notCounting() string {
+	return fmt.Sprintf("the %s dialect has no statement that counts them (dialect.Statements.Stats)", d.dialect.Name())
 }
 
 // tableSize measures the table with its indexes, each database its own way
@@ -146,6 +144,6 @@ func (d *database) tableSize(ctx context.Context, db *sql.DB) (size int64, how s
 	if !ok {
 		return 0, "", false, nil
 	}
-	size, how, err = ins.TableSize(ctx, db, d.table)
+	size, how, err = ins.TableSize(ctx, sqltx.Of(db), d.table)
 	return size, how, true, err
 }

@@ -10,8 +10,10 @@ import (
 	"github.com/idemgo/idem"
 )
 
+// TestStats counts an empty table, then one of expired and live records, and
+// measures it, on every database the command knows.
 func TestStats(t *testing.T) {
-	forEach(t, func(t *testing.T, tb *testDB) {
+	forEachDatabase(t, func(t *testing.T, tb *testDB) {
 		e := testEnv(t0.Add(time.Minute))
 		stats := func(t *testing.T) result {
 			t.Helper()

@@ -50,6 +50,7 @@ var expect = map[string]struct {
 	"postgres": {sizeFrom: "table, indexes and TOAST (pg_total_relation_size)"},
 	"mysql":    {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
 	"mariadb":  {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
+	"tidb":     {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
 	"vitess":   {sizeFrom: "table and indexes (information_schema.tables, as of InnoDB's last statistics)", sizeLags: true},
 	"sqlite":   {sizeFrom: "table and indexes (dbstat)"},
 }
@@ -104,6 +105,27 @@ func forEach(t *testing.T, f func(t *testing.T, tb *testDB)) {
 	})
 }
 
+// forEachDatabase is forEach, then TiDB in its default mode and Vitess's
+// sharded keyspace, or shows them skipped: for the commands whose own
+// statements must run on every database the command knows. On Vitess,
+// store shards the table by its key.
+func forEachDatabase(t *testing.T, f func(t *testing.T, tb *testDB)) {
+	t.Helper()
+	forEach(t, f)
+	var more []dbtest.Target
+	for _, tg := range dbtest.TiDBTargets() {
+		if tg.Dialect == idem.TiDB() { // the command knows no wrapped dialect
+			more = append(more, tg)
+		}
+	}
+	dbtest.ForEach(t, append(more, dbtest.VitessTargets()...), func(t *testing.T, tg dbtest.Target) {
+		t.Parallel()
+		f(t, newTestDB(t, commandTarget(t, tg)))
+	})
+	dbtest.SkipMissingTiDB(t)
+	dbtest.SkipMissingVitess(t)
+}
+
 // testDB is one test's database: a connection of the test's own, and a
 // table name that no other test uses.
 type testDB struct {
@@ -112,6 +134,9 @@ type testDB struct {
 	d     *database // as the command resolves the target's flags
 	db    *sql.DB
 	table string
+	// vindexed is true once store has sharded the table by its key on
+	// Vitess's keyspace.
+	vindexed bool
 }
 
 func newTestDB(t *testing.T, tg target) *testDB {
@@ -167,6 +192,10 @@ func (tb *testDB) store(t *testing.T, opts ...idem.Option) *idem.Store {
 	}
 	if err := s.Migrate(context.Background(), tb.db); err != nil {
 		t.Fatal(err)
+	}
+	if tb.Dialect == idem.Vitess() && !tb.vindexed {
+		dbtest.AddVindex(t, tb.db, tb.table, "`key`")
+		tb.vindexed = true
 	}
 	return s
 }

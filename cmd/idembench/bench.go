@@ -32,7 +32,7 @@ type bench struct {
 	table       string
 	orders      string
 	insert      string
-	queries     map[string]idem.Query
+	queries     map[string]idem.StatementText
 	// plain holds the statements of the plain paths, on the idem table.
 	plain plainSQL
 	// claimFirst is a store of LookupNever on the same table,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/sqltx"
 )
 
 // measureBigTable compares claims into a table of smallRows live keys with
@@ -81,6 +82,6 @@ func (b *bench) tableMB(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
-	size, _, err := ins.TableSize(ctx, b.db, b.table)
+	size, _, err := ins.TableSize(ctx, sqltx.Of(b.db), b.table)
 	return size >> 20, err
 }

@@ -131,7 +131,7 @@ func (b *bench) hand(ctx context.Context, key string, n int, token int64, lookup
 		}
 		return nil
 	}
-	bind := func(q idem.Query) []any {
+	bind := func(q idem.StatementText) []any {
 		args := make([]any, len(q.Params))
 		for i, p := range q.Params {
 			args[i] = arg(p)
