@@ -16,7 +16,6 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
-	"github.com/idemgo/idem/internal/testhook"
 )
 
 // order is a multi-step request of the tests: a phase that records the
@@ -199,13 +198,7 @@ func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // leases moves the database's clock, which leases run on, with c.
 func (c *clock) leases() idem.Option {
-	return leaseClock(func() time.Duration { return time.Duration(c.offset.Load()) })
-}
-
-// leaseClock is the Option of internal/testhook: the Store adds offset()
-// to the database's clock in the statements of leases.
-func leaseClock(offset func() time.Duration) idem.Option {
-	return testhook.LeaseClock(offset).(idem.Option)
+	return idem.LeaseClock(func() time.Duration { return time.Duration(c.offset.Load()) })
 }
 
 // held is a call to the provider that a test holds until it lets go,

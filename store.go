@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgo/idem/internal/testhook"
 )
 
 // Store claims idempotency keys in the caller's transactions. Make one with
@@ -47,7 +49,8 @@ type Store struct {
 	tokens         atomic.Uint64
 	// steps holds the statements of multi-step requests, nil where the
 	// dialect has none; lease is WithLease's, and leaseClock, nil but in
-	// tests, moves the database's clock that leases run on.
+	// tests (internal/testhook), moves the database's clock that leases
+	// run on.
 	steps      *stepStatements
 	lease      time.Duration
 	leaseClock func() time.Duration
@@ -60,10 +63,13 @@ type Store struct {
 // options and the dialect's statements; it does not touch the database (see
 // Migrate).
 func New(d Dialect, opts ...Option) (*Store, error) {
+	c := defaultConfig()
+	if moved, ok := d.(testhook.LeaseClock); ok { // only this module's tests can make one
+		d, c.leaseClock = moved.Dialect, moved.Offset
+	}
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil dialect", ErrInvalidArgument)
 	}
-	c := defaultConfig()
 	for _, opt := range opts {
 		if opt == nil {
 			continue

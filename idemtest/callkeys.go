@@ -138,7 +138,8 @@ func testCallKeysPerShardValue(t *testing.T, s *suite) {
 func testCallKeysKept(t *testing.T, s *suite) {
 	skipWithoutRun(t, s)
 	var offset atomic.Int64
-	e := s.env(t, idem.WithLease(time.Minute), leaseClock(func() time.Duration { return time.Duration(offset.Load()) }))
+	moved := s.movedClock(func() time.Duration { return time.Duration(offset.Load()) })
+	e := s.envOn(t, moved, idem.WithLease(time.Minute))
 	down := errors.New("the provider is down")
 	var retried callKeys
 	r := &request{e: e, key: "retried", call: retried.note(down)}
@@ -175,8 +176,7 @@ func testCallKeysKept(t *testing.T, s *suite) {
 	gone.call = resumed.note(nil)
 	// Resume's Store runs an hour ahead, so that the request is old
 	// enough for it.
-	ahead, err := idem.New(s.d, idem.WithTable(e.table), idem.WithClock(func() time.Time { return time.Now().Add(time.Hour) }),
-		leaseClock(func() time.Duration { return time.Duration(offset.Load()) }))
+	ahead, err := idem.New(moved, idem.WithTable(e.table), idem.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
 	if err != nil {
 		t.Fatal(err)
 	}

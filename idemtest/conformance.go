@@ -195,7 +195,14 @@ type env struct {
 // effect table; both are dropped at the end of the test.
 func (s *suite) env(t *testing.T, opts ...idem.Option) *env {
 	t.Helper()
-	x := dbtest.Setup(t, s.d, s.db, opts...)
+	return s.envOn(t, s.d, opts...)
+}
+
+// envOn is env with a store of d, the suite's dialect or one that wraps it
+// (movedClock).
+func (s *suite) envOn(t *testing.T, d idem.Dialect, opts ...idem.Option) *env {
+	t.Helper()
+	x := dbtest.Setup(t, d, s.db, opts...)
 	return &env{suite: s, x: x, store: x.Store, table: x.Table}
 }
 
