@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The properties of call keys, through the suite's Driver: the call key
@@ -116,7 +115,7 @@ func testCallKeysPerShardValue(t *testing.T, s *suite) {
 	for _, id := range []int64{7, 8} {
 		steps := []idem.Step{
 			e.drv.Phase("reserve", func(ctx context.Context, tx Tx) error {
-				_, err := tx.Exec(ctx, e.orders.InsertSQL(), id, dbtest.EffectKey("k"))
+				_, err := tx.Exec(ctx, e.orders.insertSQL(), id, effectKey("k"))
 				return err
 			}),
 			idem.Call("charge", keys.note(nil)),

@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
 	"github.com/idemgo/idem/internal/testhook"
 )
 
@@ -53,11 +52,11 @@ type request struct {
 }
 
 func (r *request) steps() []idem.Step {
-	drv, insert := r.e.drv, r.e.x.Effects.InsertSQL()
+	drv, insert := r.e.drv, r.e.effects.insertSQL()
 	return []idem.Step{
 		drv.Phase("reserve", func(ctx context.Context, tx Tx) error {
 			r.phases.Add(1)
-			_, err := tx.Exec(ctx, insert, dbtest.EffectKey(r.key), "reserve")
+			_, err := tx.Exec(ctx, insert, effectKey(r.key), "reserve")
 			return err
 		}),
 		idem.Call("charge", func(ctx context.Context, callKey string) error {
@@ -69,7 +68,7 @@ func (r *request) steps() []idem.Step {
 		}),
 		drv.Final("confirm", func(ctx context.Context, tx Tx) (idem.Response, error) {
 			r.finals.Add(1)
-			if _, err := tx.Exec(ctx, insert, dbtest.EffectKey(r.key), "confirm"); err != nil {
+			if _, err := tx.Exec(ctx, insert, effectKey(r.key), "confirm"); err != nil {
 				return idem.Response{}, err
 			}
 			return created, nil
