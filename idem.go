@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
+	"github.com/idemgo/idem/internal/testhook"
 )
 
 // Dialect is what a Store needs to know about one database family: the SQL
@@ -63,7 +64,8 @@ type Store struct {
 	tokens         atomic.Uint64
 	// steps holds the statements of multi-step requests, nil where the
 	// dialect has none; lease is WithLease's, and leaseClock, nil but in
-	// tests, moves the database's clock that leases run on.
+	// tests (internal/testhook), moves the database's clock that leases
+	// run on.
 	steps      *stepStatements
 	lease      time.Duration
 	leaseClock func() time.Duration
@@ -76,10 +78,13 @@ type Store struct {
 // options and the dialect's statements; it does not touch the database (see
 // Migrate).
 func New(d Dialect, opts ...Option) (*Store, error) {
+	c := defaultConfig()
+	if moved, ok := d.(testhook.LeaseClock); ok { // only this module's tests can make one
+		d, c.leaseClock = moved.Dialect, moved.Offset
+	}
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil dialect", ErrInvalidArgument)
 	}
-	c := defaultConfig()
 	for _, opt := range opts {
 		if opt == nil {
 			continue

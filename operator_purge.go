@@ -7,7 +7,6 @@ import (
 
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/driver"
-	"github.com/idemgo/idem/internal/testhook"
 )
 
 // Purge deletes expired records, batch at a time, so that it never holds
@@ -199,13 +198,4 @@ func (s *Store) purgeError(err error) error {
 		return fmt.Errorf("idem: purge: batch given up: %w: %w", ErrRetry, err)
 	}
 	return fmt.Errorf("idem: purge: %w", err)
-}
-
-func init() {
-	testhook.PurgeHeld = func(held func(keys [][]byte)) any {
-		return Option(func(c *config) error {
-			c.purgeHeld = held
-			return nil
-		})
-	}
 }

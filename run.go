@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemgo/idem/dialect"
@@ -24,10 +24,10 @@ type Step struct {
 	// phase runs a Phase or Final step in tx, the driver's own
 	// transaction, and returns the final response if the step gave one.
 	phase func(ctx context.Context, tx any) (*Response, error)
-	// txType is the type of transaction that phase takes.
-	txType reflect.Type
-	final  bool
-	call   func(ctx context.Context, callKey string) error
+	// tx is the type of transaction that phase takes.
+	tx    txType
+	final bool
+	call  func(ctx context.Context, callKey string) error
 }
 
 // Phase is a local step: fn runs in a transaction of its own, which Run
@@ -43,7 +43,7 @@ func Phase[TX any](name string, fn func(ctx context.Context, tx TX) error) Step 
 	if fn == nil {
 		return Step{name: name}
 	}
-	return Step{name: name, txType: reflect.TypeFor[TX](), phase: func(ctx context.Context, tx any) (*Response, error) {
+	return Step{name: name, tx: txTypeOf[TX](), phase: func(ctx context.Context, tx any) (*Response, error) {
 		err := fn(ctx, tx.(TX))
 		var f *finish
 		if errors.As(err, &f) {
@@ -60,7 +60,7 @@ func Final[TX any](name string, fn func(ctx context.Context, tx TX) (Response, e
 	if fn == nil {
 		return Step{name: name, final: true}
 	}
-	return Step{name: name, final: true, txType: reflect.TypeFor[TX](), phase: func(ctx context.Context, tx any) (*Response, error) {
+	return Step{name: name, final: true, tx: txTypeOf[TX](), phase: func(ctx context.Context, tx any) (*Response, error) {
 		resp, err := fn(ctx, tx.(TX))
 		if err != nil {
 			return nil, err
@@ -68,6 +68,18 @@ func Final[TX any](name string, fn func(ctx context.Context, tx TX) (Response, e
 		return &resp, nil
 	}}
 }
+
+// txType is a type of transaction, the TX of a step or of Compensate, or
+// that of a driver, told apart without reflection: it holds a nil *TX
+// (txTypeOf), which equals another txType's exactly when both are of one
+// TX, and which fmt's %T names.
+type txType struct{ nilPtr any }
+
+// txTypeOf is TX as a txType.
+func txTypeOf[TX any]() txType { return txType{nilPtr: (*TX)(nil)} }
+
+// String names the type, as Go spells it: "*sql.Tx", "pgx.Tx".
+func (t txType) String() string { return strings.TrimPrefix(fmt.Sprintf("%T", t.nilPtr), "*") }
 
 // Call is a step that calls another system, between two phases and
 // outside any transaction. fn gets callKey, the call key of the step for
@@ -188,7 +200,7 @@ func runSteps[TX any](ctx context.Context, s *Store, db driver.DB[TX], key strin
 	if err := validateCall(key, reqHash, false); err != nil {
 		return Result{}, err
 	}
-	if err := validateSteps(steps, reflect.TypeFor[TX]()); err != nil {
+	if err := validateSteps(steps, txTypeOf[TX]()); err != nil {
 		return Result{}, err
 	}
 	if s.steps == nil {
@@ -204,7 +216,7 @@ func runSteps[TX any](ctx context.Context, s *Store, db driver.DB[TX], key strin
 
 // validateSteps checks steps for a run on a driver whose transactions are
 // of type tx.
-func validateSteps(steps []Step, tx reflect.Type) error {
+func validateSteps(steps []Step, tx txType) error {
 	if len(steps) == 0 {
 		return fmt.Errorf("%w: no steps", ErrInvalidArgument)
 	}
@@ -222,8 +234,8 @@ func validateSteps(steps []Step, tx reflect.Type) error {
 			return fmt.Errorf("%w: step %q has no function", ErrInvalidArgument, st.name)
 		case st.final != (i == len(steps)-1):
 			return fmt.Errorf("%w: step %q: the last step, and only it, must be a Final", ErrInvalidArgument, st.name)
-		case st.phase != nil && st.txType != tx:
-			return fmt.Errorf("%w: step %q takes a transaction of type %v, and the request runs on a driver whose transactions are %v", ErrInvalidArgument, st.name, st.txType, tx)
+		case st.phase != nil && st.tx != tx:
+			return fmt.Errorf("%w: step %q takes a transaction of type %v, and the request runs on a driver whose transactions are %v", ErrInvalidArgument, st.name, st.tx, tx)
 		}
 	}
 	return nil

@@ -133,7 +133,7 @@ func TestRunCallKeyAfterKill(t *testing.T) {
 				// have run out at once for the clients and Resume.
 				ahead := idem.DefaultLease + time.Minute
 				e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
-					leaseClock(func() time.Duration { return ahead }))
+					idem.LeaseClock(func() time.Duration { return ahead }))
 				p := checkout.NewProvider(t)
 				retried, resumed := "checkout-retried", "checkout-resumed"
 				sent := map[string][]string{}

@@ -82,7 +82,7 @@ func testRunSurvivesKills(t *testing.T, tg target, via string) {
 			// Resume's age.
 			ahead := idem.DefaultLease + time.Minute
 			e := setup(t, tg, idem.WithClock(func() time.Time { return time.Now().Add(ahead) }),
-				leaseClock(func() time.Duration { return ahead }))
+				idem.LeaseClock(func() time.Duration { return ahead }))
 			if via == checkout.ViaPgxPool {
 				pool = newPool(t, e.DSN)
 			}

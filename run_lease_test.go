@@ -70,7 +70,7 @@ func TestRunCallLeaseLost(t *testing.T) {
 		<-inCall
 
 		later, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLease(time.Minute),
-			leaseClock(func() time.Duration { return time.Hour }))
+			idem.LeaseClock(func() time.Duration { return time.Hour }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestRunNoTakeoverInPhase(t *testing.T) {
 		done := o.start(steps)
 		<-inPhase
 		later, err := idem.New(tg.Dialect, idem.WithTable(e.Table), idem.WithLockTimeout(100*time.Millisecond),
-			leaseClock(func() time.Duration { return time.Hour }))
+			idem.LeaseClock(func() time.Duration { return time.Hour }))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/idemgo/idem/driver"
@@ -156,7 +155,7 @@ type resumeConfig struct {
 	batch      int
 	giveUp     time.Duration
 	compensate func(ctx context.Context, tx any, req Unfinished, cause error) (Response, error)
-	txType     reflect.Type
+	tx         txType // the type of transaction that compensate takes
 }
 
 // ResumeOlderThan makes Resume take only the requests unfinished for at
@@ -199,7 +198,7 @@ func Compensate[TX any](after time.Duration, fn func(ctx context.Context, tx TX,
 		case fn == nil:
 			return fmt.Errorf("%w: Compensate with a nil function", ErrInvalidArgument)
 		}
-		c.giveUp, c.txType = after, reflect.TypeFor[TX]()
+		c.giveUp, c.tx = after, txTypeOf[TX]()
 		c.compensate = func(ctx context.Context, tx any, req Unfinished, cause error) (Response, error) {
 			return fn(ctx, tx.(TX), req, cause)
 		}
@@ -265,8 +264,8 @@ func resume[TX any](ctx context.Context, s *Store, db driver.DB[TX], steps Steps
 	switch {
 	case steps == nil:
 		return rep, fmt.Errorf("%w: Resume without steps", ErrInvalidArgument)
-	case c.compensate != nil && c.txType != reflect.TypeFor[TX]():
-		return rep, fmt.Errorf("%w: Compensate takes a transaction of type %v, and Resume runs on a driver whose transactions are %v", ErrInvalidArgument, c.txType, reflect.TypeFor[TX]())
+	case c.compensate != nil && c.tx != txTypeOf[TX]():
+		return rep, fmt.Errorf("%w: Compensate takes a transaction of type %v, and Resume runs on a driver whose transactions are %v", ErrInvalidArgument, c.tx, txTypeOf[TX]())
 	}
 	list, err := s.listUnfinished(ctx, db, c.minAge, c.batch, true)
 	if err != nil {

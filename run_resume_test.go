@@ -260,7 +260,7 @@ func TestResumeInIsWhenResumeTakes(t *testing.T) {
 			storeNow.Add(d.Microseconds())
 			dbAhead.Add(int64(d))
 		}
-		e := setup(t, tg, clock, leaseClock(func() time.Duration { return time.Duration(dbAhead.Load()) }))
+		e := setup(t, tg, clock, idem.LeaseClock(func() time.Duration { return time.Duration(dbAhead.Load()) }))
 		down := errors.New("provider still unreachable")
 		failing := false
 		steps := func(_ context.Context, key string) ([]idem.Step, error) {

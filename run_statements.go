@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/testhook"
 )
 
 // Resume's back-off after a request it failed to finish: it leaves
@@ -69,15 +68,6 @@ func bindSteps(bd binder, q dialect.RunStatements) (*stepStatements, error) {
 		return nil, fmt.Errorf("%w: %s dialect sets one of Run.Lock and Run.TryLock: set both or neither", ErrInvalidArgument, d.Name())
 	}
 	return &s, nil
-}
-
-func init() {
-	testhook.LeaseClock = func(offset func() time.Duration) any {
-		return Option(func(c *config) error {
-			c.leaseClock = offset
-			return nil
-		})
-	}
 }
 
 // dbClockOffset is what the statements of leases add to the database's

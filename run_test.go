@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/testhook"
+	"github.com/idemgo/idem/driver"
 )
 
 // order is a multi-step request of the tests: a phase that records the
@@ -197,13 +198,7 @@ func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // leases moves the database's clock, which leases run on, with c.
 func (c *clock) leases() idem.Option {
-	return leaseClock(func() time.Duration { return time.Duration(c.offset.Load()) })
-}
-
-// leaseClock is the Option of internal/testhook: the Store adds offset()
-// to the database's clock in the statements of leases.
-func leaseClock(offset func() time.Duration) idem.Option {
-	return testhook.LeaseClock(offset).(idem.Option)
+	return idem.LeaseClock(func() time.Duration { return time.Duration(c.offset.Load()) })
 }
 
 // held is a call to the provider that a test holds until it lets go,
@@ -354,6 +349,44 @@ func TestRunInvalid(t *testing.T) {
 	}
 	if _, err := custom.Run(context.Background(), db, nil, "k", hashA, idem.Final("f", final)); !errors.Is(err, idem.ErrNoSteps) {
 		t.Errorf("a dialect without Run statements: %v, want ErrNoSteps", err)
+	}
+}
+
+// TestRunStepsOfAnotherDriver gives Run steps, and Resume a Compensate,
+// whose transaction is not the driver's: each is refused with
+// ErrInvalidArgument before a statement, naming both types, whether the
+// step's is a pointer or an interface.
+func TestRunStepsOfAnotherDriver(t *testing.T) {
+	store, err := idem.New(idem.SQLite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	final := idem.Final("f", func(context.Context, *sql.Tx) (idem.Response, error) { return idem.Response{}, nil })
+	for _, c := range []struct {
+		step idem.Step
+		want string
+	}{
+		{idem.Phase("conn", func(context.Context, *sql.Conn) error { return nil }), `step "conn" takes a transaction of type *sql.Conn, and the request runs on a driver whose transactions are *sql.Tx`},
+		{idem.Phase("iface", func(context.Context, driver.Tx) error { return nil }), `step "iface" takes a transaction of type driver.Tx, and the request runs on a driver whose transactions are *sql.Tx`},
+	} {
+		_, err := store.Run(ctx, db, nil, "k", hashA, c.step, final)
+		if !errors.Is(err, idem.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run with a step of another driver: %v, want ErrInvalidArgument saying %q", err, c.want)
+		}
+	}
+	compensate := idem.Compensate(time.Hour, func(context.Context, driver.Tx, idem.Unfinished, error) (idem.Response, error) {
+		return idem.Response{}, nil
+	})
+	steps := func(context.Context, string) ([]idem.Step, error) { return []idem.Step{final}, nil }
+	want := "Compensate takes a transaction of type driver.Tx, and Resume runs on a driver whose transactions are *sql.Tx"
+	if _, err := store.Resume(ctx, db, nil, steps, compensate); !errors.Is(err, idem.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Resume with a Compensate of another driver: %v, want ErrInvalidArgument saying %q", err, want)
 	}
 }
 

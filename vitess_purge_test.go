@@ -14,15 +14,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/dbtest"
-	"github.com/idemgo/idem/internal/testhook"
 )
-
-// purgeHeld is the Option of internal/testhook: Purge calls held with the
-// keys of each batch while the batch holds them, between its select and its
-// delete.
-func purgeHeld(held func(keys [][]byte)) idem.Option {
-	return testhook.PurgeHeld(held).(idem.Option)
-}
 
 // TestVitessPurgeShardByShard shows Store.Purge through vtgate with
 // transaction_mode SINGLE: it purges each shard in turn, on one connection
@@ -42,7 +34,7 @@ func TestVitessPurgeShardByShard(t *testing.T) {
 			during func(keys [][]byte) // what a test does inside each batch
 		)
 		e := setup(t, tg, idem.WithClock(c.now), idem.WithRetention(time.Hour),
-			purgeHeld(func(keys [][]byte) {
+			idem.PurgeHeld(func(keys [][]byte) {
 				mu.Lock()
 				f := during
 				mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The properties of call keys, through the suite's Driver: the call key
@@ -116,7 +115,7 @@ func testCallKeysPerShardValue(t *testing.T, s *suite) {
 	for _, id := range []int64{7, 8} {
 		steps := []idem.Step{
 			e.drv.Phase("reserve", func(ctx context.Context, tx Tx) error {
-				_, err := tx.Exec(ctx, e.orders.InsertSQL(), id, dbtest.EffectKey("k"))
+				_, err := tx.Exec(ctx, e.orders.insertSQL(), id, effectKey("k"))
 				return err
 			}),
 			idem.Call("charge", keys.note(nil)),
@@ -138,7 +137,8 @@ func testCallKeysPerShardValue(t *testing.T, s *suite) {
 func testCallKeysKept(t *testing.T, s *suite) {
 	skipWithoutRun(t, s)
 	var offset atomic.Int64
-	e := s.env(t, idem.WithLease(time.Minute), leaseClock(func() time.Duration { return time.Duration(offset.Load()) }))
+	moved := s.movedClock(func() time.Duration { return time.Duration(offset.Load()) })
+	e := s.envOn(t, moved, idem.WithLease(time.Minute))
 	down := errors.New("the provider is down")
 	var retried callKeys
 	r := &request{e: e, key: "retried", call: retried.note(down)}
@@ -175,8 +175,7 @@ func testCallKeysKept(t *testing.T, s *suite) {
 	gone.call = resumed.note(nil)
 	// Resume's Store runs an hour ahead, so that the request is old
 	// enough for it.
-	ahead, err := idem.New(s.d, idem.WithTable(e.table), idem.WithClock(func() time.Time { return time.Now().Add(time.Hour) }),
-		leaseClock(func() time.Duration { return time.Duration(offset.Load()) }))
+	ahead, err := idem.New(moved, idem.WithTable(e.table), idem.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
 	if err != nil {
 		t.Fatal(err)
 	}

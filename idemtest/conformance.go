@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // TestDialect runs the contract of Do against a real database through d, one
@@ -26,7 +25,11 @@ import (
 // a sharded keyspace, the effect table also holds the key itself, rk, and
 // TestDialect names both tables in the keyspace's VSchema with its xxhash
 // vindex, idem's by key and the effects by rk, so that a property's
-// transaction stays on its key's shard (docs/scaling.md).
+// transaction stays on its key's shard (docs/scaling.md). On the
+// coordinator of a Citus cluster (a PostgreSQL database, through a dialect
+// named "postgres", with the citus extension and an active node that takes
+// shards), the effect table holds rk too, and TestDialect distributes both
+// tables by those columns, co-located.
 //
 // The properties are those of docs/contract.md: claim, replay byte for byte,
 // mismatch, an error that stores nothing, rollback freeing the key, a
@@ -57,12 +60,12 @@ import (
 // and Resume (CallKeysKept).
 //
 // Where d implements dialect.ShardColumn, four more run on a store with
-// idem.WithShardColumn(idem.ShardInt64()) (dbtest.ShardKind), whose
-// requests place a customer's orders in a table beside idem's:
-// ShardColumn (claim, replay byte for byte, mismatch, one key of two
-// customers being two records, every call without a shard value refused
-// with ErrInvalidArgument before it sends a statement, InFlight for a key
-// that a transaction of the customer holds), ShardColumnPurge (the expired
+// idem.WithShardColumn(idem.ShardInt64()), whose requests place a
+// customer's orders in a table beside idem's: ShardColumn (claim, replay
+// byte for byte, mismatch, one key of two customers being two records,
+// every call without a shard value refused with ErrInvalidArgument before
+// it sends a statement, InFlight for a key that a transaction of the
+// customer holds), ShardColumnPurge (the expired
 // records of several customers deleted, and no live one, also of a key
 // that expired for another customer), ShardColumnResume (Unfinished gives
 // the shard value, and Resume puts it in the steps' context) and
@@ -169,45 +172,64 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)
-			p.test(t, &suite{d: d, caps: caps, db: db, drv: driver(t, db)})
+			p.test(t, &suite{d: d, caps: caps, db: db, distributed: citusCoordinator(t, d, db), drv: driver(t, db)})
 		})
 	}
 }
 
 // suite is one property's database, dialect and Driver: db sets up and
-// inspects, drv runs the Store and holds the transactions.
+// inspects, drv runs the Store and holds the transactions. distributed
+// says that db is a Citus coordinator, which distributes the property's
+// tables (placement.go).
 type suite struct {
-	d    idem.Dialect
-	caps dialect.Capabilities
-	db   *sql.DB
-	drv  Driver
+	d           idem.Dialect
+	caps        dialect.Capabilities
+	db          *sql.DB
+	distributed bool
+	drv         Driver
 }
 
-// env is a store on a table of its own, with an effect table beside it: a
-// dbtest.Env, set up and inspected through the suite's *sql.DB. Its methods
-// reach the store through the suite's Driver, under the names the
-// properties use.
+// env is a store on a table of its own, with an effect table beside it,
+// set up and inspected through the suite's *sql.DB. Its methods reach the
+// store through the suite's Driver, under the names the properties use.
 type env struct {
 	*suite
-	x     *dbtest.Env
-	store *idem.Store
-	table string
+	storeTable
+	effects *effects
 }
 
 // env makes a store with opts on a new table, migrates it, and creates an
 // effect table; both are dropped at the end of the test.
 func (s *suite) env(t *testing.T, opts ...idem.Option) *env {
 	t.Helper()
-	x := dbtest.Setup(t, s.d, s.db, opts...)
-	return &env{suite: s, x: x, store: x.Store, table: x.Table}
+	return s.envOn(t, s.d, opts...)
 }
 
-// effect returns a Func that writes one effect row for key, as
-// dbtest.Effects.Func does, through the Driver's Tx, and answers resp.
+// envOn is env with a store of d, the suite's dialect or one that wraps it
+// (movedClock). Through idem.Vitess(), idem's table is sharded by key and
+// the effects by rk; on a Citus coordinator, both are distributed by them,
+// co-located (placement.go).
+func (s *suite) envOn(t *testing.T, d idem.Dialect, opts ...idem.Option) *env {
+	t.Helper()
+	suffix := randomName()
+	st := newStore(t, d, s.db, "idem_"+suffix, opts...)
+	if sharded(s.d) {
+		addVindex(t, s.db, st.table, "`key`")
+	}
+	fx := newEffects(t, s, "effects_"+suffix)
+	if s.distributed {
+		distribute(t, s.db, st.table, "key", "")
+		distribute(t, s.db, fx.table, "rk", st.table)
+	}
+	return &env{suite: s, storeTable: st, effects: fx}
+}
+
+// effect returns a Func that writes one effect row for key, noted "done",
+// through the Driver's Tx, and answers resp.
 func (e *env) effect(key string, resp idem.Response) Func {
-	insert := e.x.Effects.InsertSQL()
+	insert := e.effects.insertSQL()
 	return func(ctx context.Context, tx Tx) (idem.Response, error) {
-		if _, err := tx.Exec(ctx, insert, dbtest.EffectKey(key), "done"); err != nil {
+		if _, err := tx.Exec(ctx, insert, effectKey(key), "done"); err != nil {
 			return idem.Response{}, err
 		}
 		return resp, nil
@@ -341,7 +363,7 @@ func sameResponse(t *testing.T, got, want idem.Response) {
 // wantEffects fails the test unless key has n effect rows.
 func (e *env) wantEffects(t *testing.T, key string, n int) {
 	t.Helper()
-	if got := e.x.EffectCount(t, key); got != n {
+	if got := e.effects.count(t, key); got != n {
 		t.Errorf("key %q: %d effect rows, want %d", key, got, n)
 	}
 }

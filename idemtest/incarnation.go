@@ -112,8 +112,8 @@ func testRunIncarnation(t *testing.T, s *suite) {
 	ctx := context.Background()
 	c := newClock()
 	var offset atomic.Int64
-	lease := leaseClock(func() time.Duration { return time.Duration(offset.Load()) })
-	e := s.env(t, idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLease(time.Minute), lease)
+	moved := s.movedClock(func() time.Duration { return time.Duration(offset.Load()) })
+	e := s.envOn(t, moved, idem.WithClock(c.Now), idem.WithRetention(time.Hour), idem.WithLease(time.Minute))
 	seen := incarnations{}
 	down := errors.New("the provider is down")
 	unfinished := func(what, key string, want int64) {
@@ -180,7 +180,7 @@ func testRunIncarnation(t *testing.T, s *suite) {
 	wantOutcome(t, res, err, idem.InFlight)
 	resumed := seen.fresh(t, "the record of a request left to Resume", res)
 	stopped.call = nil
-	ahead, err := idem.New(s.d, idem.WithTable(e.table), idem.WithClock(func() time.Time { return c.Now().Add(time.Hour) }), lease)
+	ahead, err := idem.New(moved, idem.WithTable(e.table), idem.WithClock(func() time.Time { return c.Now().Add(time.Hour) }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The properties of the contract, each run by TestDriver (and so by
@@ -296,7 +295,7 @@ func testIsolation(t *testing.T, s *suite) {
 			// The loser reads a table of its own first, which takes its
 			// snapshot (or, where SERIALIZABLE reads lock, locks nothing
 			// that the winner needs).
-			other := "reads_" + dbtest.RandomName()
+			other := "reads_" + randomName()
 			if _, err := e.db.ExecContext(ctx, "CREATE TABLE "+other+" (n INT)"); err != nil {
 				t.Fatal(err)
 			}

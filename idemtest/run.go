@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
 	"github.com/idemgo/idem/internal/testhook"
 )
 
@@ -53,11 +52,11 @@ type request struct {
 }
 
 func (r *request) steps() []idem.Step {
-	drv, insert := r.e.drv, r.e.x.Effects.InsertSQL()
+	drv, insert := r.e.drv, r.e.effects.insertSQL()
 	return []idem.Step{
 		drv.Phase("reserve", func(ctx context.Context, tx Tx) error {
 			r.phases.Add(1)
-			_, err := tx.Exec(ctx, insert, dbtest.EffectKey(r.key), "reserve")
+			_, err := tx.Exec(ctx, insert, effectKey(r.key), "reserve")
 			return err
 		}),
 		idem.Call("charge", func(ctx context.Context, callKey string) error {
@@ -69,7 +68,7 @@ func (r *request) steps() []idem.Step {
 		}),
 		drv.Final("confirm", func(ctx context.Context, tx Tx) (idem.Response, error) {
 			r.finals.Add(1)
-			if _, err := tx.Exec(ctx, insert, dbtest.EffectKey(r.key), "confirm"); err != nil {
+			if _, err := tx.Exec(ctx, insert, effectKey(r.key), "confirm"); err != nil {
 				return idem.Response{}, err
 			}
 			return created, nil
@@ -173,7 +172,7 @@ func testResume(t *testing.T, s *suite) {
 		t.Fatalf("unfinished %+v, %v: want one request backed off", list, err)
 	}
 	// Past the back-off, on the database's clock, it is resumed.
-	later, err := idem.New(s.d, idem.WithTable(e.table), ahead, leaseClock(func() time.Duration { return time.Hour }))
+	later, err := idem.New(s.movedClock(func() time.Duration { return time.Hour }), idem.WithTable(e.table), ahead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +235,7 @@ func (h *held) finish() error {
 func testRunLease(t *testing.T, s *suite) {
 	skipWithoutRun(t, s)
 	var offset atomic.Int64
-	e := s.env(t, idem.WithLease(time.Minute), leaseClock(func() time.Duration { return time.Duration(offset.Load()) }))
+	e := s.envOn(t, s.movedClock(func() time.Duration { return time.Duration(offset.Load()) }), idem.WithLease(time.Minute))
 	first := hold(t, e, "k")
 
 	// While the runner holds its lease, a duplicate is InFlight.
@@ -270,8 +269,12 @@ func testRunLease(t *testing.T, s *suite) {
 	e.wantEffects(t, "k", 2)
 }
 
-// leaseClock is the Option of internal/testhook: the Store adds offset()
-// to the database's clock in the statements of leases.
-func leaseClock(offset func() time.Duration) idem.Option {
-	return testhook.LeaseClock(offset).(idem.Option)
+// movedClock is the suite's dialect with the database's clock, which
+// leases run on, moved by offset(): a Store that idem.New makes with it
+// adds offset() to the clock in every statement that sets or compares a
+// lease, the {clock_offset} of dialect.RunStatements (internal/testhook).
+// A dialect whose statements forget the offset fails the properties that
+// move it.
+func (s *suite) movedClock(offset func() time.Duration) idem.Dialect {
+	return testhook.LeaseClock{Dialect: s.d, Offset: offset}
 }

@@ -12,43 +12,53 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The properties of a table with a shard column (idem.WithShardColumn), for
 // a dialect that implements dialect.ShardColumn, through the suite's
-// Driver. The column is of kind dbtest.ShardKind, idem.ShardInt64(),
-// which the built-in dialects declare as the type of the orders'
-// customer_id, dbtest.CustomerType (BIGINT), and holds the customer id of
-// the orders that the requests place, in a table of orders beside idem's
-// (dbtest.Orders): the effects are sharded by customer, not by key. The
-// properties of the other kinds, without orders, are in shard_values.go.
+// Driver. The column is of kind shardKind, idem.ShardInt64(), which the
+// built-in dialects declare as the type of the orders' customer_id,
+// customerType (BIGINT), and holds the customer id of the orders that the
+// requests place, in a table of orders beside idem's (tables.go): the
+// effects are sharded by customer, not by key. The properties of the other
+// kinds, without orders, are in shard_values.go.
 
 // shardEnv is a store with a shard column, on a table of its own, and the
 // orders beside it.
 type shardEnv struct {
 	*suite
-	x      *dbtest.Env
-	orders *dbtest.Orders
-	store  *idem.Store
+	storeTable
+	orders *orders
 }
 
 // shardEnv makes a store with a shard column and opts, or skips the
 // property for a dialect that cannot make one, after checking that New
 // refuses it as its documentation says. On Vitess both tables are sharded
-// by customer with the keyspace's vindex, and on Citus distributed by it
-// and co-located (dbtest.SetupByCustomer), as docs/scaling.md tells an
-// operator to.
+// by customer with the keyspace's vindex, idem's by shard_key and the
+// orders by customer_id, and on Citus distributed by them, idem's in the
+// orders' co-location group, as docs/scaling.md tells an operator to.
 func (s *suite) shardEnv(t *testing.T, opts ...idem.Option) *shardEnv {
 	t.Helper()
 	if _, ok := s.d.(dialect.ShardColumn); !ok {
-		if _, err := idem.New(s.d, idem.WithShardColumn(dbtest.ShardKind)); !errors.Is(err, idem.ErrInvalidArgument) {
+		if _, err := idem.New(s.d, idem.WithShardColumn(shardKind)); !errors.Is(err, idem.ErrInvalidArgument) {
 			t.Fatalf("New with a shard column, on a dialect without dialect.ShardColumn: %v, want ErrInvalidArgument", err)
 		}
 		t.Skip("the dialect does not implement dialect.ShardColumn: New refuses a Store with idem.WithShardColumn (ErrInvalidArgument)")
 	}
-	x, orders := dbtest.SetupByCustomer(t, s.d, s.db, opts...)
-	return &shardEnv{suite: s, x: x, orders: orders, store: x.Store}
+	suffix := randomName()
+	st := newStore(t, s.d, s.db, "idem_"+suffix, append([]idem.Option{idem.WithShardColumn(shardKind)}, opts...)...)
+	o := newOrders(t, s, "orders_"+suffix)
+	switch {
+	case sharded(s.d):
+		addVindex(t, s.db, st.table, "shard_key")
+		addVindex(t, s.db, o.table, "customer_id")
+	case s.distributed:
+		// The orders first, as a service's tables are there before
+		// idem's: idem's table joins their co-location group.
+		distribute(t, s.db, o.table, "customer_id", "")
+		distribute(t, s.db, st.table, "shard_key", o.table)
+	}
+	return &shardEnv{suite: s, storeTable: st, orders: o}
 }
 
 // customer is the context of customer's requests.
@@ -57,9 +67,9 @@ func customer(id int64) context.Context { return idem.WithShard(context.Backgrou
 // place returns a Func that writes id's order for key through the Driver's
 // Tx, and answers resp.
 func (e *shardEnv) place(id int64, key string, resp idem.Response) Func {
-	insert := e.orders.InsertSQL()
+	insert := e.orders.insertSQL()
 	return func(ctx context.Context, tx Tx) (idem.Response, error) {
-		if _, err := tx.Exec(ctx, insert, id, dbtest.EffectKey(key)); err != nil {
+		if _, err := tx.Exec(ctx, insert, id, effectKey(key)); err != nil {
 			return idem.Response{}, err
 		}
 		return resp, nil
@@ -76,7 +86,7 @@ func (e *shardEnv) do(t *testing.T, id int64, key string, hash []byte, fn Func, 
 // wantOrders fails the test unless customer id has n orders for key.
 func (e *shardEnv) wantOrders(t *testing.T, id int64, key string, n int) {
 	t.Helper()
-	if got := e.orders.Count(t, id, key); got != n {
+	if got := e.orders.count(t, id, key); got != n {
 		t.Errorf("customer %d: %d orders for %q, want %d", id, got, key, n)
 	}
 }
@@ -85,7 +95,7 @@ func (e *shardEnv) wantOrders(t *testing.T, id int64, key string, n int) {
 // ordered by shard value and creation.
 func (e *shardEnv) records(t *testing.T) [][]any {
 	t.Helper()
-	return e.storedRecords(t, e.x.Table, true)
+	return e.storedRecords(t, e.table, true)
 }
 
 // testShardColumn claims, replays byte for byte and mismatches a key of one
@@ -284,7 +294,7 @@ func testShardColumnResume(t *testing.T, s *suite) {
 	steps := func(call error) []idem.Step {
 		return []idem.Step{
 			e.drv.Phase("reserve", func(ctx context.Context, tx Tx) error {
-				_, err := tx.Exec(ctx, e.orders.InsertSQL(), int64(id), dbtest.EffectKey("k"))
+				_, err := tx.Exec(ctx, e.orders.insertSQL(), int64(id), effectKey("k"))
 				return err
 			}),
 			idem.Call("charge", func(context.Context, string) error { return call }),
@@ -309,7 +319,7 @@ func testShardColumnResume(t *testing.T, s *suite) {
 	}
 	// Resume's Store runs an hour ahead, so that the request is old
 	// enough for it.
-	ahead, err := idem.New(s.d, idem.WithTable(e.x.Table), idem.WithShardColumn(dbtest.ShardKind),
+	ahead, err := idem.New(s.d, idem.WithTable(e.table), idem.WithShardColumn(shardKind),
 		idem.WithClock(func() time.Time { return time.Now().Add(time.Hour) }))
 	if err != nil {
 		t.Fatal(err)

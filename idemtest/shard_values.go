@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The properties of shard values of each kind (idem.ShardKind): a value
@@ -61,8 +60,9 @@ var kindCases = []kindCase{
 
 // kindStore makes a store with a shard column of kind and opts on a table
 // of its own, or skips the property for a dialect that cannot make one, as
-// shardEnv does.
-func (s *suite) kindStore(t *testing.T, kind idem.ShardKind, opts ...idem.Option) *dbtest.Env {
+// shardEnv does. The table is sharded by shard_key with Vitess's vindex,
+// and distributed by it on Citus.
+func (s *suite) kindStore(t *testing.T, kind idem.ShardKind, opts ...idem.Option) storeTable {
 	t.Helper()
 	if _, ok := s.d.(dialect.ShardColumn); !ok {
 		if _, err := idem.New(s.d, idem.WithShardColumn(kind)); !errors.Is(err, idem.ErrInvalidArgument) {
@@ -70,7 +70,14 @@ func (s *suite) kindStore(t *testing.T, kind idem.ShardKind, opts ...idem.Option
 		}
 		t.Skip("the dialect does not implement dialect.ShardColumn: New refuses a Store with idem.WithShardColumn (ErrInvalidArgument)")
 	}
-	return dbtest.SetupSharded(t, s.d, s.db, kind, opts...)
+	st := newStore(t, s.d, s.db, "idem_"+randomName(), append([]idem.Option{idem.WithShardColumn(kind)}, opts...)...)
+	switch {
+	case sharded(s.d):
+		addVindex(t, s.db, st.table, "shard_key")
+	case s.distributed:
+		distribute(t, s.db, st.table, "shard_key", "")
+	}
+	return st
 }
 
 // answer returns a Func that answers a response naming what, and counts
@@ -95,7 +102,7 @@ func testShardValueRefused(t *testing.T, s *suite) {
 		t.Run(c.kind.String(), func(t *testing.T) {
 			e := s.kindStore(t, c.kind)
 			ran := 0
-			res, err := s.doWith(idem.WithShard(context.Background(), c.distinct[0]), t, e.Store, "k", hashA, answer("first", &ran), true)
+			res, err := s.doWith(idem.WithShard(context.Background(), c.distinct[0]), t, e.store, "k", hashA, answer("first", &ran), true)
 			wantOutcome(t, res, err, idem.Claimed)
 			for _, v := range c.refused {
 				ctx := idem.WithShard(context.Background(), v)
@@ -103,18 +110,18 @@ func testShardValueRefused(t *testing.T, s *suite) {
 				if err := ended.Rollback(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if res, err := s.drv.Do(ctx, e.Store, ended, "k", hashA, answer("refused", &ran)); !errors.Is(err, idem.ErrInvalidArgument) {
+				if res, err := s.drv.Do(ctx, e.store, ended, "k", hashA, answer("refused", &ran)); !errors.Is(err, idem.ErrInvalidArgument) {
 					t.Errorf("Do with shard value %#v: %v %v, want ErrInvalidArgument before any statement", v, res.Outcome, err)
 				}
-				if res, err := s.drv.DoTx(ctx, e.Store, nil, "k", hashA, answer("refused", &ran)); !errors.Is(err, idem.ErrInvalidArgument) {
+				if res, err := s.drv.DoTx(ctx, e.store, nil, "k", hashA, answer("refused", &ran)); !errors.Is(err, idem.ErrInvalidArgument) {
 					t.Errorf("DoTx with shard value %#v: %v %v, want ErrInvalidArgument", v, res.Outcome, err)
 				}
-				if res, err := e.Store.Lookup(ctx, s.db, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
+				if res, err := e.store.Lookup(ctx, s.db, "k"); !errors.Is(err, idem.ErrInvalidArgument) {
 					t.Errorf("Lookup with shard value %#v: %v %v, want ErrInvalidArgument", v, res.Outcome, err)
 				}
 				if hasRun(s) {
 					charge := idem.Call("charge", func(context.Context, string) error { ran++; return nil })
-					if res, err := s.drv.Run(ctx, e.Store, "k", hashA, charge, s.drv.Final("confirm", answer("refused", &ran))); !errors.Is(err, idem.ErrInvalidArgument) {
+					if res, err := s.drv.Run(ctx, e.store, "k", hashA, charge, s.drv.Final("confirm", answer("refused", &ran))); !errors.Is(err, idem.ErrInvalidArgument) {
 						t.Errorf("Run with shard value %#v: %v %v, want ErrInvalidArgument", v, res.Outcome, err)
 					}
 				}
@@ -138,19 +145,19 @@ func testShardValueExact(t *testing.T, s *suite) {
 			e := s.kindStore(t, c.kind)
 			ran := 0
 			for i, v := range c.distinct {
-				res, err := s.doWith(idem.WithShard(context.Background(), v), t, e.Store, "k", hashA, answer(shardName(i), &ran), true)
+				res, err := s.doWith(idem.WithShard(context.Background(), v), t, e.store, "k", hashA, answer(shardName(i), &ran), true)
 				if wantOutcome(t, res, err, idem.Claimed); err == nil && string(res.Response.Body) != shardName(i) {
 					t.Errorf("shard value %#v: answered %q, want its own %q", v, res.Response.Body, shardName(i))
 				}
 			}
 			for i, v := range c.distinct {
 				ctx := idem.WithShard(context.Background(), v)
-				res, err := s.doWith(ctx, t, e.Store, "k", hashA, mustNotRun(t), true)
+				res, err := s.doWith(ctx, t, e.store, "k", hashA, mustNotRun(t), true)
 				wantOutcome(t, res, err, idem.Replay)
 				if got := string(res.Response.Body); err == nil && got != shardName(i) {
 					t.Errorf("shard value %#v replayed %q, want its own %q", v, got, shardName(i))
 				}
-				looked, err := e.Store.Lookup(ctx, s.db, "k")
+				looked, err := e.store.Lookup(ctx, s.db, "k")
 				if wantOutcome(t, looked, err, idem.Replay); err == nil && string(looked.Response.Body) != shardName(i) {
 					t.Errorf("Lookup of shard value %#v: %q, want %q", v, looked.Response.Body, shardName(i))
 				}
@@ -160,12 +167,12 @@ func testShardValueExact(t *testing.T, s *suite) {
 			}
 			if c.kind.Type == dialect.ShardUUID {
 				upper := strings.ToUpper(c.distinct[0].(string))
-				res, err := s.doWith(idem.WithShard(context.Background(), upper), t, e.Store, "k", hashA, mustNotRun(t), true)
+				res, err := s.doWith(idem.WithShard(context.Background(), upper), t, e.store, "k", hashA, mustNotRun(t), true)
 				if wantOutcome(t, res, err, idem.Replay); err == nil && string(res.Response.Body) != shardName(0) {
 					t.Errorf("%s replayed %q, want %q, the record of its lower-case form", upper, res.Response.Body, shardName(0))
 				}
 				raw := [16]byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
-				res, err = s.doWith(idem.WithShard(context.Background(), raw), t, e.Store, "k", hashA, mustNotRun(t), true)
+				res, err = s.doWith(idem.WithShard(context.Background(), raw), t, e.store, "k", hashA, mustNotRun(t), true)
 				if wantOutcome(t, res, err, idem.Replay); err == nil && string(res.Response.Body) != shardName(0) {
 					t.Errorf("%x replayed %q, want %q", raw, res.Response.Body, shardName(0))
 				}
@@ -194,10 +201,10 @@ func testShardValueOwnLock(t *testing.T, s *suite) {
 			first, second := idem.WithShard(context.Background(), c.distinct[0]), idem.WithShard(context.Background(), c.distinct[1])
 			ran := 0
 			holder := s.begin(t, nil)
-			res, err := s.drv.Do(first, e.Store, holder, "k", hashA, answer("first", &ran))
+			res, err := s.drv.Do(first, e.store, holder, "k", hashA, answer("first", &ran))
 			wantOutcome(t, res, err, idem.Claimed)
 			other := s.begin(t, nil)
-			res, err = s.drv.Do(second, e.Store, other, "k", hashA, answer("second", &ran))
+			res, err = s.drv.Do(second, e.store, other, "k", hashA, answer("second", &ran))
 			wantOutcome(t, res, err, idem.Claimed)
 			for _, tx := range []Tx{other, holder} {
 				if err := tx.Commit(context.Background()); err != nil {
@@ -205,7 +212,7 @@ func testShardValueOwnLock(t *testing.T, s *suite) {
 				}
 			}
 			for ctx, want := range map[context.Context]string{first: "first", second: "second"} {
-				res, err := s.doWith(ctx, t, e.Store, "k", hashA, mustNotRun(t), true)
+				res, err := s.doWith(ctx, t, e.store, "k", hashA, mustNotRun(t), true)
 				if wantOutcome(t, res, err, idem.Replay); err == nil && string(res.Response.Body) != want {
 					t.Errorf("replayed %q, want %q", res.Response.Body, want)
 				}
@@ -243,7 +250,7 @@ func testShardColumnMissing(t *testing.T, s *suite) {
 	}
 
 	text := s.kindStore(t, idem.ShardText(16))
-	other, err := idem.New(s.d, idem.WithTable(text.Table), idem.WithShardColumn(idem.ShardInt64()))
+	other, err := idem.New(s.d, idem.WithTable(text.table), idem.WithShardColumn(idem.ShardInt64()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +278,7 @@ func testShardValueListed(t *testing.T, s *suite) {
 			ctx := context.Background()
 			want := map[string]bool{}
 			for _, v := range c.distinct {
-				_, err := s.drv.Run(idem.WithShard(ctx, v), e.Store, "k", hashA,
+				_, err := s.drv.Run(idem.WithShard(ctx, v), e.store, "k", hashA,
 					idem.Call("charge", func(context.Context, string) error { return down }),
 					s.drv.Final("confirm", func(context.Context, Tx) (idem.Response, error) { return created, nil }))
 				if !errors.Is(err, down) {
@@ -283,7 +290,7 @@ func testShardValueListed(t *testing.T, s *suite) {
 				}
 				want[shardText(bound)] = true
 			}
-			list, err := e.Store.Unfinished(ctx, s.db, 0, 100)
+			list, err := e.store.Unfinished(ctx, s.db, 0, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,10 +310,10 @@ func testShardValueListed(t *testing.T, s *suite) {
 				}
 			}
 			for _, v := range c.distinct {
-				res, err := s.drv.DoTx(idem.WithShard(ctx, v), e.Store, nil, "d", hashA, answer("done", new(int)))
+				res, err := s.drv.DoTx(idem.WithShard(ctx, v), e.store, nil, "d", hashA, answer("done", new(int)))
 				wantOutcome(t, res, err, idem.Claimed)
 			}
-			ahead, err := idem.New(s.d, idem.WithTable(e.Table), idem.WithShardColumn(c.kind), idem.WithRetention(time.Hour),
+			ahead, err := idem.New(s.d, idem.WithTable(e.table), idem.WithShardColumn(c.kind), idem.WithRetention(time.Hour),
 				idem.WithClock(func() time.Time { return time.Now().Add(24 * time.Hour) }))
 			if err != nil {
 				t.Fatal(err)

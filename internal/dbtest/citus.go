@@ -58,8 +58,8 @@ func SkipMissingCitus(t *testing.T) {
 }
 
 // distributed holds the databases that a Distributed target opened, for
-// Setup, which gets a database and not its target: idemtest's properties
-// open theirs through the target and make their tables through Setup.
+// Setup, which gets a database and not its target: a test that opens its
+// database through the target and makes its tables through Setup.
 var distributed sync.Map // *sql.DB → struct{}
 
 // markDistributed records that Setup is to distribute the tables it makes

@@ -46,9 +46,8 @@ func (tg Target) SetupByCustomer(t testing.TB, opts ...idem.Option) (*Env, *Orde
 }
 
 // SetupByCustomer is Target.SetupByCustomer on db, a database that the
-// caller opened, as idemtest's properties get theirs: through d, on a
-// Vitess keyspace or a Citus coordinator too, whose tables it shards as
-// Orders says.
+// caller opened: through d, on a Vitess keyspace or a Citus coordinator
+// too, whose tables it shards as Orders says.
 func SetupByCustomer(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) (*Env, *Orders) {
 	t.Helper()
 	ctx := context.Background()

@@ -6,9 +6,9 @@
 // names them in environment variables; without them, the server tests show
 // as skipped subtests that say how to run them.
 //
-// Package idemtest, which users import in their own tests, uses Env and
-// Effects too: nothing here may import a database driver. The test packages
-// import the drivers that the targets name.
+// Nothing here imports a database driver: each test package imports those
+// that its targets name. Package idemtest, which users import in their own
+// tests, makes its tables itself and imports nothing of this package.
 package dbtest
 
 import (

@@ -11,7 +11,7 @@ import (
 
 // Effects is a table of the effects that a test's functions have: one row
 // per run, with the key it ran for and a note. It has one shape, in plain
-// SQL, on every database, a third party's through idemtest too: the key is
+// SQL, on every database, that of idemtest's effects: the key is
 // stored as its hex (EffectKey), which a text column of any collation holds
 // and compares byte for byte, and whose longest, for idem.MaxStoredKeyBytes, fits
 // the column.

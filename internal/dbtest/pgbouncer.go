@@ -150,8 +150,7 @@ func PgxExecModeName(mode string) string {
 // set, and the request left no effect.
 func WantPreparedStatementClash(t testing.TB, err error, effects int) {
 	t.Helper()
-	// pgconn.PgError's method, so that this package, which idemtest
-	// imports, links no driver.
+	// pgconn.PgError's method, so that this package links no driver.
 	var coded interface{ SQLState() string }
 	if !errors.As(err, &coded) || coded.SQLState() != "42P05" {
 		t.Fatalf("the second client's DoTx: %v; want SQLSTATE 42P05 (prepared statement already exists)", err)
