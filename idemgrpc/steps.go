@@ -43,10 +43,12 @@ func (i *interceptor) interceptSteps(ctx context.Context, req any, m *method, ha
 }
 
 // Run runs steps as the multi-step request of the call whose context is
-// ctx, a call of a method that WithStepMethods names, with idem.Store.Run
-// on the interceptor's store and database, and returns the call's answer:
-// the reply, or the error, that the Final step stored. The handler returns
-// what Run returns:
+// ctx, a call of a method that WithStepMethods names, with the Run of the
+// interceptor's Runner (idem.Store.Run on the database of
+// UnaryServerInterceptor), and returns the call's answer: the reply, or
+// the error, that the Final step stored. The steps' Phase and Final take
+// the Runner's transaction: a *sql.Tx, or a pgx.Tx on idempgx.Runner. The
+// handler returns what Run returns:
 //
 //	func (s *shop) Checkout(ctx context.Context, req *shopv1.CheckoutRequest) (*shopv1.Receipt, error) {
 //		return idemgrpc.Run[*shopv1.Receipt](ctx, s.checkoutSteps(req)...)
@@ -82,7 +84,7 @@ func Run[R proto.Message](ctx context.Context, steps ...idem.Step) (R, error) {
 		return zero, c.i.fail(ctx, c.m.name, refuseInternal, fmt.Errorf("idemgrpc: Run called twice in one call of %s", c.m.name))
 	}
 	c.ran = true
-	res, err := c.i.store.Run(ctx, c.i.db, c.i.txOpts, c.key, c.hash, steps...)
+	res, err := c.i.run.Run(ctx, c.key, c.hash, steps)
 	reply, err := c.answer(ctx, res, err)
 	if err != nil {
 		return zero, err
