@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // ReplayedMetadata marks a replayed answer: the header metadata
@@ -194,9 +195,10 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	case err == nil:
 		return i.unclaimed(ctx, m, res)
 	case errors.Is(err, idem.ErrRetry):
-		// Also a conflict that the handler's own statement ran into:
-		// the client retries, and the driver's error stays here.
-		return nil, i.fail(ctx, full, refuseConflict, err)
+		// Before the handler's own error: a conflict that the handler's
+		// statement ran into is answered as the table says, the client
+		// retries, and the driver's error stays here.
+		return nil, i.fail(ctx, full, failure(err), err)
 	case errors.As(err, &he):
 		if error(he) != err {
 			// Do had more to say, such as a transaction that ended
@@ -354,19 +356,16 @@ func (i *interceptor) claimed(ctx context.Context, m *method, last *attempt, sto
 	return reply, rpcErr
 }
 
-// unclaimed answers the outcomes of a call that this one did not run: a
-// replay of its stored answer, a mismatch, or a call that another holds,
-// which is asked to wait at least for the lease left to a multi-step
-// call's runner.
+// unclaimed answers the outcomes of a call that this one did not run, as
+// the table says (answer.Outcome): a replay of its stored answer, a
+// mismatch, or a call that another holds, which is asked to wait at least
+// for the lease left to a multi-step call's runner.
 func (i *interceptor) unclaimed(ctx context.Context, m *method, res idem.Result) (any, error) {
-	cfg := &i.cfg
-	switch res.Outcome {
-	case idem.Replay:
+	a, ok := answer.Outcome(res.Outcome)
+	if !ok { // a Replay; Claimed is answered before
 		return i.replay(ctx, m, res.Response)
-	case idem.Mismatch:
-		return nil, refuseKeyReused.err(ctx, cfg.keyName, cfg.pushback)
 	}
-	return nil, refuseInFlight.err(ctx, cfg.keyName, max(cfg.pushback, res.LeaseLeft))
+	return nil, refusalOf(a).err(ctx, i.cfg.keyName, max(i.cfg.pushback, res.LeaseLeft))
 }
 
 // replay answers a call from the stored answer of an earlier one, marked

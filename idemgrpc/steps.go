@@ -2,7 +2,6 @@ package idemgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // stepsKey is the context key of a call of a method of WithStepMethods.
@@ -115,26 +115,13 @@ func (c *stepCall) answer(ctx context.Context, res idem.Result, err error) (any,
 	return nil, i.fail(ctx, c.m.name, stepsFailure(err), err)
 }
 
-// stepsFailure is the refusal that answers an error of Run: a lease that
-// another call took over as in flight, a mistake in the steps as an
-// internal error, since no step ran, a lost commit, a stored answer that
-// is too large or damaged as for DoTx, and anything else, a step's own
-// error or a conflict that outlasted the retries, as a call that a retry
-// resumes.
-func stepsFailure(err error) refusal {
-	switch {
-	case errors.Is(err, idem.ErrLeaseLost):
-		return refuseInFlight
-	case errors.Is(err, idem.ErrInvalidArgument), errors.Is(err, idem.ErrNoSteps):
-		return refuseInternal
-	case errors.Is(err, idem.ErrRetry):
-		return refuseUnfinished
-	}
-	if r := failure(err); r != refuseInternal {
-		return r
-	}
-	return refuseUnfinished
-}
+// stepsFailure is the refusal that answers an error of Run, as the table
+// says (answer.Run): a lease that another call took over as in flight, a
+// mistake in the steps as an internal error, since no step ran, a lost
+// commit, a stored answer that is too large or damaged as for DoTx, and
+// anything else, a step's own error or a conflict that outlasted the
+// retries, as a call that a retry resumes.
+func stepsFailure(err error) refusal { return refusalOf(answer.Run.Of(err)) }
 
 // Reply returns the stored form of reply, the answer of the call whose
 // context is ctx, for its Final step to return: reply must be a message of

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // WithTx returns a copy of ctx that carries tx, for Tx to return: it is
@@ -411,18 +412,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeUnclaimed answers the outcomes of a request that this call did not
-// run: a replay of its stored response, a mismatch, or a request that
-// another call holds, which is asked to wait at least for the lease left
-// to a multi-step request's runner.
+// run, as the table says (answer.Outcome): a replay of its stored
+// response, a mismatch, or a request that another call holds, which is
+// asked to wait at least for the lease left to a multi-step request's
+// runner.
 func (c *config) writeUnclaimed(w http.ResponseWriter, r *http.Request, res idem.Result) {
-	switch res.Outcome {
-	case idem.Replay:
+	a, ok := answer.Outcome(res.Outcome)
+	if !ok { // a Replay; Claimed is answered before
 		c.writeResponse(w, r, res.Response, originReplay)
-	case idem.Mismatch:
-		c.writeProblem(w, r, problemKeyReused)
-	default: // idem.InFlight
-		c.writeProblemAfter(w, r, problemInFlight, res.LeaseLeft)
+		return
 	}
+	c.writeProblemAfter(w, r, problemOf(a), res.LeaseLeft)
 }
 
 // refuse answers a request that identify found no key to claim for. It
@@ -470,20 +470,9 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, err error, n
 	}
 }
 
-// failure is the problem that answers an error of DoTx.
-func failure(err error) kind {
-	switch {
-	case errors.Is(err, idem.ErrRetry):
-		return problemConflict
-	case errors.Is(err, idem.ErrCommitUnknown):
-		return problemCommitUnknown
-	case errors.Is(err, idem.ErrResponseTooLarge):
-		return problemResponseTooLarge
-	case errors.Is(err, idem.ErrCorruptRecord):
-		return problemRecordDamaged
-	}
-	return problemInternal
-}
+// failure is the problem that answers an error of DoTx, as the table says
+// (answer.DoTx).
+func failure(err error) kind { return problemOf(answer.DoTx.Of(err)) }
 
 // readBody reads the whole request body, up to limit bytes. With putBack,
 // it puts what it read back in front of what it did not, so that r's body
