@@ -400,6 +400,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var us *unstored
 	switch {
 	case errors.As(err, &us):
+		if error(us) != err {
+			// DoTx had more to say, such as a transaction that the
+			// handler ended, which leaves the key to an operator: the
+			// client gets the handler's response all the same, and the
+			// hook is told, as idemgrpc tells it of a handler's error.
+			cfg.report(r, err)
+		}
 		cfg.writeResponse(w, r, c.response(), originUnstored)
 	case err == nil && res.Outcome == idem.Claimed:
 		cfg.writeResponse(w, r, c.response(), originStored)
