@@ -20,8 +20,8 @@ var (
 	// purges shard by shard (dialect.ShardTargeter) on a driver whose
 	// database cannot lend one connection (driver.Pinner). The adapters
 	// wrap it too: idemhttp's New, NewWithRunner and options, and
-	// idemgrpc's UnaryServerInterceptor, options, Reply and StoredError,
-	// for every argument they refuse.
+	// idemgrpc's UnaryServerInterceptor, UnaryServerInterceptorWithRunner,
+	// options, Reply and StoredError, for every argument they refuse.
 	ErrInvalidArgument = errors.New("idem: invalid argument")
 
 	// ErrInvalidKey is returned by Do, DoTx, Run, Lookup and the

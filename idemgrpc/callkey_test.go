@@ -31,7 +31,7 @@ func runService(e *env, p *checkout.Provider) checkout.Service {
 		Env: e.Env, Provider: p,
 		Stored: func(key string) string { return idemgrpc.StoredKey("", key) },
 		Serve: func(t *testing.T, store *idem.Store) checkout.Client {
-			conn := startCheckout(t, e, store, e.DB, p.URL(), nil)
+			conn := startCheckout(t, e, store, p.URL(), nil)
 			return func(key string) (string, error) {
 				a := order(conn, key, "book")
 				if a.err != nil {

@@ -85,8 +85,8 @@ const retryPolicy = `{"methodConfig": [{"name": [{"service": "idemgrpc.test.Shop
 // and the handler runs once per attempt that reached the server, twice
 // per call.
 func TestClientKeysAndRetryPolicy(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		e := setup(t, tg)
+	forEachWay(t, func(t *testing.T, tg target, via string) {
+		e := setupVia(t, tg, via)
 		s, backend := e.start(t, protected)
 		proxySrv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler((&lossyProxy{backend: backend, seen: map[string]int{}}).handle))
 		lis, err := net.Listen("tcp", "127.0.0.1:0")

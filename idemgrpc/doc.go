@@ -6,7 +6,12 @@
 // It is the gRPC counterpart of package idemhttp, and like it is built on
 // [idem.Store.DoTx]: the key is claimed in the same SQL transaction as the
 // handler's effect, so the key and the effect commit together or not at
-// all.
+// all. [UnaryServerInterceptor] runs on a *sql.DB;
+// [UnaryServerInterceptorWithRunner] takes an [idem.Runner], the same that
+// idemhttp's middleware takes, for another driver: on a pgx pool,
+// idempgx.Runner, whose handlers find their pgx.Tx with idempgx.Tx. Both
+// adapters answer each outcome and error with the same code, status and
+// reason, from one table.
 //
 //	store, _ := idem.New(idem.Postgres())
 //	protect, err := idemgrpc.UnaryServerInterceptor(store, db, nil, // nil: the database's transaction defaults
@@ -84,8 +89,8 @@
 // A method whose call must call another system cannot do its work in one
 // transaction. Name it with [WithStepMethods]: the interceptor identifies
 // its calls as the others', begins no transaction, and its handler returns
-// what [Run] returns, which runs the call's steps with [idem.Store.Run],
-// each phase in a transaction of its own. The Final step makes the reply
+// what [Run] returns, which runs the call's steps with [idem.Store.Run]
+// (the Runner's Run), each phase in a transaction of its own. The Final step makes the reply
 // with [Reply]; a step that ends the call early stores an error made with
 // [StoredError]. A call that another call runs, or whose dead runner's
 // lease has not run out, gets Unavailable with a pushback of at least the
@@ -95,9 +100,10 @@
 //
 // # What the handler must do
 //
-// Write the effect in Tx(ctx), and nothing but that transaction: a message
-// published or another service called is not undone by a rollback, and
-// may happen more than once. Do not commit or roll back the transaction.
+// Write the effect in Tx(ctx) (idempgx.Tx(ctx) on a pgx pool), and nothing
+// but that transaction: a message published or another service called is
+// not undone by a rollback, and may happen more than once. Do not commit or
+// roll back the transaction.
 // Expect to run more than once for one call, each time in a fresh
 // transaction, when the database reports a conflict. The header and
 // trailer metadata that the handler sets reach the client with the answer

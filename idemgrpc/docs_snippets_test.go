@@ -16,11 +16,11 @@ import (
 // wrapped, and which errors are ignored, is said in package docsnippets; a
 // block fenced as "```go fragment" is skipped.
 //
-// The prelude declares what the snippets take as given: ctx, db, store, a
-// service's type orders and its helpers insertOrder and checkoutSteps, an
-// authenticating interceptor authenticate, accountOf, and a client's
-// target and creds. The service's generated package, shopv1, is a stub
-// with the names the snippets use.
+// The prelude declares what the snippets take as given: ctx, db, pool (a pgx
+// pool), store, a service's type orders and its helpers insertOrder and
+// checkoutSteps, an authenticating interceptor authenticate, accountOf, and
+// a client's target and creds. The service's generated package, shopv1, is a
+// stub with the names the snippets use.
 func TestDocsSnippetsCompile(t *testing.T) {
 	imports := maps.Clone(docsnippets.Imports)
 	imports["shopv1"] = shopv1Path
@@ -96,6 +96,7 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 
 	"github.com/idemgo/idem"
@@ -105,6 +106,7 @@ import (
 var (
 	ctx    context.Context
 	db     *sql.DB
+	pool   *pgxpool.Pool
 	store  *idem.Store
 	target string
 	creds  grpc.DialOption

@@ -56,23 +56,29 @@ func init() {
 	}
 }
 
-var ordersService = grpc.ServiceDesc{
-	ServiceName: "shop.Orders",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Place",
-		Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-			req := new(structpb.Struct)
-			if err := dec(req); err != nil {
-				return nil, err
-			}
-			handler := func(ctx context.Context, req any) (any, error) { return placeOrder(ctx, req.(*structpb.Struct)) }
-			if ic == nil {
-				return handler(ctx, req)
-			}
-			return ic(ctx, req, &grpc.UnaryServerInfo{FullMethod: "/shop.Orders/Place"}, handler)
-		},
-	}},
+var ordersService = ordersServiceOf(placeOrder)
+
+// ordersServiceOf is the grpc.ServiceDesc of shop.Orders whose Place is
+// place.
+func ordersServiceOf(place func(context.Context, *structpb.Struct) (*structpb.Struct, error)) grpc.ServiceDesc {
+	return grpc.ServiceDesc{
+		ServiceName: "shop.Orders",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Place",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+				req := new(structpb.Struct)
+				if err := dec(req); err != nil {
+					return nil, err
+				}
+				handler := func(ctx context.Context, req any) (any, error) { return place(ctx, req.(*structpb.Struct)) }
+				if ic == nil {
+					return handler(ctx, req)
+				}
+				return ic(ctx, req, &grpc.UnaryServerInfo{FullMethod: "/shop.Orders/Place"}, handler)
+			},
+		}},
+	}
 }
 
 // placeOrder writes the order in the interceptor's transaction, with the

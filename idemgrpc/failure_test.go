@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemgo/idem"
@@ -147,4 +149,35 @@ func TestWithoutAServer(t *testing.T) {
 	if _, err := ic(ctx, req, nil, handler); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHandlerCommitsItselfAndFails has the handler commit the transaction
+// it was given, then fail: the client gets the handler's error, as for any
+// error of the handler's, and the error hook is told idem.ErrTxEnded,
+// since the key now waits for an operator (idemhttp tells its hook the
+// same, TestHandlerCommitsItselfAndFails there); every retry is in flight
+// until then.
+func TestHandlerCommitsItselfAndFails(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg, idem.WithLockTimeout(0))
+		var h hook
+		s := &shop{e: e, before: func(ctx context.Context, method string) error {
+			tx := idemgrpc.Tx(ctx)
+			if err := e.Effects.Insert(ctx, tx, "k", "committed by the handler"); err != nil {
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			return status.Error(codes.Internal, "the handler failed")
+		}}
+		conn := serve(t, s, e.protect(t, protected, h.option()))
+		if a := place(conn, "k", "book"); status.Code(a.err) != codes.Internal || status.Convert(a.err).Message() != "the handler failed" {
+			t.Errorf("%v, want the handler's own error", a.err)
+		}
+		if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrTxEnded) {
+			t.Errorf("ErrorHook got %v, want ErrTxEnded", errs)
+		}
+		wantRefusal(t, place(conn, "k", "book"), codes.Unavailable, idemgrpc.ReasonInFlight)
+	})
 }

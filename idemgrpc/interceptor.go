@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // ReplayedMetadata marks a replayed answer: the header metadata
@@ -31,21 +32,21 @@ const ReplayedMetadata = "idempotent-replayed"
 // that a gRPC call never matches an HTTP request of package idemhttp.
 const fingerprintVersion = "idemgrpc/1"
 
-// txKey is the context key of the handler's transaction.
-type txKey struct{}
-
 // Tx returns the transaction in which the handler of a protected call must
 // write its effect, so that the effect commits with the record of the key
 // or not at all. The interceptor begins it and ends it: the handler must
-// neither commit nor roll it back, nor write its effect anywhere else.
+// neither commit nor roll it back, nor write its effect anywhere else. It
+// is idem.TxFrom for a *sql.Tx, and so the same as idemhttp.Tx; on another
+// driver, the handler finds its transaction with that driver's function
+// (idempgx.Tx, for a pgx.Tx, under UnaryServerInterceptorWithRunner with
+// idempgx.Runner).
 //
 // Tx returns nil when the call is not protected: its method is not one the
 // interceptor protects, or it carries no key and the key is not required. A
 // handler that may see such calls opens its own transaction then, or
 // refuses.
 func Tx(ctx context.Context) *sql.Tx {
-	tx, _ := ctx.Value(txKey{}).(*sql.Tx)
-	return tx
+	return idem.TxFrom[*sql.Tx](ctx)
 }
 
 // UnaryServerInterceptor returns an interceptor that makes the calls of the
@@ -66,19 +67,35 @@ func Tx(ctx context.Context) *sql.Tx {
 // afterwards changes nothing. A conflict that the database reports under a
 // stricter level makes the interceptor run the handler again, up to DoTx's
 // attempts. They are an argument, as they are of idem.Store.DoTx and of
-// idemhttp.New.
+// idemhttp.New. It is UnaryServerInterceptorWithRunner with
+// idem.SQLRunner(store, db, txOpts).
 func UnaryServerInterceptor(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions, opts ...Option) (grpc.UnaryServerInterceptor, error) {
-	i := &interceptor{store: store, db: db, cfg: defaultConfig()}
-	if txOpts != nil {
-		o := *txOpts
-		i.txOpts = &o
-	}
+	return newInterceptor(store, idem.SQLRunner(store, db, txOpts), "nil database", opts)
+}
+
+// UnaryServerInterceptorWithRunner is UnaryServerInterceptor for a
+// database that run reaches, through any driver: the protected calls run
+// through run's DoTx, and those of WithStepMethods through its Run, which
+// are the Store's on that database. run must run on store; the options
+// are UnaryServerInterceptor's, and the transactions' options are given
+// where run is made. For a pgx pool, run is idempgx.Runner(store, pool,
+// txOpts): handlers find their pgx.Tx with idempgx.Tx, and the phases of a
+// multi-step call take one. The same Runner serves idemhttp's middleware
+// (idemhttp.NewWithRunner).
+func UnaryServerInterceptorWithRunner(store *idem.Store, run idem.Runner, opts ...Option) (grpc.UnaryServerInterceptor, error) {
+	return newInterceptor(store, run, "nil runner", opts)
+}
+
+// newInterceptor checks what both constructors share, with run nil when
+// the database or the runner is missing, which noRun says.
+func newInterceptor(store *idem.Store, run idem.Runner, noRun string, opts []Option) (grpc.UnaryServerInterceptor, error) {
+	i := &interceptor{store: store, run: run, cfg: defaultConfig()}
 	var errs []error
 	if store.Dialect() == nil {
 		errs = append(errs, fmt.Errorf("idemgrpc: nil store, or a Store not made by idem.New: %w", idem.ErrInvalidArgument))
 	}
-	if db == nil {
-		errs = append(errs, fmt.Errorf("idemgrpc: nil database: %w", idem.ErrInvalidArgument))
+	if run == nil {
+		errs = append(errs, fmt.Errorf("idemgrpc: %s: %w", noRun, idem.ErrInvalidArgument))
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -110,8 +127,7 @@ func UnaryServerInterceptor(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions
 
 type interceptor struct {
 	store    *idem.Store
-	db       *sql.DB
-	txOpts   *sql.TxOptions // the constructor's copy; nil: the database's defaults
+	run      idem.Runner
 	cfg      config
 	resolved sync.Map // full method name to *method, for WithMethodFilter
 }
@@ -159,11 +175,11 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	ctx = withScope(ctx, scope)
 
 	var last *attempt // the attempt that ran the handler last
-	res, err := i.store.DoTx(ctx, i.db, i.txOpts, key, hash,
-		func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+	res, err := i.run.DoTx(ctx, key, hash,
+		func(ctx context.Context) (idem.Response, error) { // ctx carries the Runner's transaction
 			a := &attempt{stream: newCapture(full)}
 			last = a
-			hctx := grpc.NewContextWithServerTransportStream(context.WithValue(ctx, txKey{}, tx), a.stream)
+			hctx := grpc.NewContextWithServerTransportStream(ctx, a.stream)
 			a.reply, a.err = handler(hctx, req)
 			resp, err := i.response(m, a.reply, a.err)
 			if err != nil {
@@ -179,9 +195,10 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	case err == nil:
 		return i.unclaimed(ctx, m, res)
 	case errors.Is(err, idem.ErrRetry):
-		// Also a conflict that the handler's own statement ran into:
-		// the client retries, and the driver's error stays here.
-		return nil, i.fail(ctx, full, refuseConflict, err)
+		// Before the handler's own error: a conflict that the handler's
+		// statement ran into is answered as the table says, the client
+		// retries, and the driver's error stays here.
+		return nil, i.fail(ctx, full, failure(err), err)
 	case errors.As(err, &he):
 		if error(he) != err {
 			// Do had more to say, such as a transaction that ended
@@ -339,19 +356,16 @@ func (i *interceptor) claimed(ctx context.Context, m *method, last *attempt, sto
 	return reply, rpcErr
 }
 
-// unclaimed answers the outcomes of a call that this one did not run: a
-// replay of its stored answer, a mismatch, or a call that another holds,
-// which is asked to wait at least for the lease left to a multi-step
-// call's runner.
+// unclaimed answers the outcomes of a call that this one did not run, as
+// the table says (answer.Outcome): a replay of its stored answer, a
+// mismatch, or a call that another holds, which is asked to wait at least
+// for the lease left to a multi-step call's runner.
 func (i *interceptor) unclaimed(ctx context.Context, m *method, res idem.Result) (any, error) {
-	cfg := &i.cfg
-	switch res.Outcome {
-	case idem.Replay:
+	a, ok := answer.Outcome(res.Outcome)
+	if !ok { // a Replay; Claimed is answered before
 		return i.replay(ctx, m, res.Response)
-	case idem.Mismatch:
-		return nil, refuseKeyReused.err(ctx, cfg.keyName, cfg.pushback)
 	}
-	return nil, refuseInFlight.err(ctx, cfg.keyName, max(cfg.pushback, res.LeaseLeft))
+	return nil, refusalOf(a).err(ctx, i.cfg.keyName, max(i.cfg.pushback, res.LeaseLeft))
 }
 
 // replay answers a call from the stored answer of an earlier one, marked

@@ -34,7 +34,7 @@ func (e *env) protect(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInt
 // protectScoped is protect for opts that choose a scope themselves.
 func (e *env) protectScoped(t *testing.T, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
 	t.Helper()
-	ic, err := idemgrpc.UnaryServerInterceptor(e.Store, e.DB, nil, opts...)
+	ic, err := e.interceptor(e.Store, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +163,8 @@ func (e *env) wantNoRecord(t *testing.T, scope, key string) {
 }
 
 func TestClaimThenReplay(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		e := setup(t, tg)
+	forEachWay(t, func(t *testing.T, tg target, via string) {
+		e := setupVia(t, tg, via)
 		s, conn := e.start(t, protected)
 
 		first := place(conn, "k1", "book")
@@ -256,8 +256,8 @@ func TestFingerprintAsDocumented(t *testing.T) {
 }
 
 func TestMismatch(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		e := setup(t, tg)
+	forEachWay(t, func(t *testing.T, tg target, via string) {
+		e := setupVia(t, tg, via)
 		s, conn := e.start(t, protected)
 		first := place(conn, "k", "book")
 		wantRan(t, first, 1)
@@ -316,12 +316,12 @@ func TestScopesKeepClientsApart(t *testing.T) {
 }
 
 func TestInFlight(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
+	forEachWay(t, func(t *testing.T, tg target, via string) {
 		// Where the second call sees the key in flight, it waits the
 		// 200 ms lock timeout for a first call that is released only
 		// after the refusals, so no load can let the wait see it end;
 		// nothing is timed.
-		e := setup(t, tg, idem.WithLockTimeout(200*time.Millisecond))
+		e := setupVia(t, tg, via, idem.WithLockTimeout(200*time.Millisecond))
 		started, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
 		s := &shop{e: e, before: func(ctx context.Context, method string) error {
@@ -637,8 +637,8 @@ func TestStoredErrors(t *testing.T) {
 // key's effect happens once, and every call gets its key's reply, as it
 // ran or replayed, or an in-flight refusal to retry.
 func TestEffectOncePerKey(t *testing.T) {
-	forEach(t, func(t *testing.T, tg target) {
-		e := setup(t, tg)
+	forEachWay(t, func(t *testing.T, tg target, via string) {
+		e := setupVia(t, tg, via)
 		s, conn := e.start(t, protected)
 		keys := []string{"a", "b", "c", "d"}
 		const copies = 6

@@ -271,8 +271,10 @@ func WithRetryPushback(d time.Duration) Option {
 
 // WithErrorHook sets a function that is told about the errors behind the
 // interceptor's own Internal, Unavailable, DataLoss and Unauthenticated
-// answers: database errors, a failed scope function, a method that a
-// filter accepts but the registry does not know. The interceptor logs
+// answers: database errors, a failed scope function, a method that a filter
+// accepts but the registry does not know. It is told too of a handler that
+// ended its transaction itself (idem.ErrTxEnded), whatever the handler
+// answered, since the key then waits for an operator. The interceptor logs
 // nothing itself. The hook runs on the call's goroutine before the
 // interceptor answers; keep it quick.
 func WithErrorHook(hook func(ctx context.Context, fullMethod string, err error)) Option {

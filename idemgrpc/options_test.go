@@ -144,6 +144,25 @@ func TestBadConfigurationIsInvalidArgument(t *testing.T) {
 			}
 		})
 	}
+	// UnaryServerInterceptorWithRunner refuses a nil Runner, as the
+	// Runners of a nil database are, and a nil store beside a good one.
+	for _, c := range []struct {
+		name  string
+		store *idem.Store
+		run   idem.Runner
+		want  string
+	}{
+		{"nil runner", store, nil, "nil runner"},
+		{"runner of a nil database", store, idem.SQLRunner(store, nil, nil), "nil runner"},
+		{"nil store", nil, idem.SQLRunner(store, db, nil), "nil store"},
+	} {
+		t.Run("WithRunner/"+c.name, func(t *testing.T) {
+			ic, err := idemgrpc.UnaryServerInterceptorWithRunner(c.store, c.run, protected, single)
+			if err == nil || ic != nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, idem.ErrInvalidArgument) {
+				t.Fatalf("got an interceptor: %v, %v; want ErrInvalidArgument naming the %s", ic != nil, err, c.want)
+			}
+		})
+	}
 }
 
 // TestStoredKeyAsIdemhttp pins the stored key to idemhttp's, on which

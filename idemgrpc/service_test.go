@@ -24,6 +24,8 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemgrpc"
+	"github.com/idemgo/idem/idempgx"
+	"github.com/idemgo/idem/internal/dbtest"
 )
 
 // The test service, idemgrpc.test.Shop, is described here by hand, as
@@ -190,16 +192,22 @@ func (s *shop) ship(ctx context.Context, req proto.Message) (proto.Message, erro
 }
 
 // effect writes an effect row for the call's key, in the call's
-// transaction, if it has one.
+// transaction, if it has one: a *sql.Tx (idemgrpc.Tx), or the pgx.Tx of
+// idempgx.Runner (idempgx.Tx).
 func (s *shop) effect(ctx context.Context, note string) error {
+	key := ""
+	if vs := metadata.ValueFromIncomingContext(ctx, idemgrpc.DefaultKeyMetadata); len(vs) > 0 {
+		key = vs[0]
+	}
+	if tx := idempgx.Tx(ctx); tx != nil {
+		s.sawTx.Store(true)
+		_, err := tx.Exec(ctx, s.e.Effects.InsertSQL(), dbtest.EffectKey(key), note)
+		return err
+	}
 	tx := idemgrpc.Tx(ctx)
 	s.sawTx.Store(tx != nil)
 	if tx == nil {
 		return nil
-	}
-	key := ""
-	if vs := metadata.ValueFromIncomingContext(ctx, idemgrpc.DefaultKeyMetadata); len(vs) > 0 {
-		key = vs[0]
 	}
 	return s.e.Effects.Insert(ctx, tx, key, note)
 }

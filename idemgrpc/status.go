@@ -2,7 +2,6 @@ package idemgrpc
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail that every
@@ -52,35 +51,63 @@ type refusal struct {
 	retry  bool // Unavailable: ask for a retry after the pushback
 }
 
+// answering is the refusal that says a, an answer of the table that
+// idemhttp answers by too (internal/answer), in msg: its code, its reason
+// and whether it asks for a retry are the table's, so that a client is
+// told over gRPC what it is told over HTTP.
+func answering(a answer.Answer, msg string) refusal {
+	return refusal{code: codes.Code(a.Code), reason: a.Reason, msg: msg, retry: a.Retry}
+}
+
 var (
-	refuseKeyReused = refusal{codes.FailedPrecondition, ReasonKeyReused,
-		"idempotency key reused: it was used for a different call (another method, message or client); nothing was done; use a new key for a new call", false}
-	refuseInFlight = refusal{codes.Unavailable, ReasonInFlight,
-		"a call with this idempotency key is still running; nothing was done for this one; retry with the same key to get its reply", true}
-	refuseConflict = refusal{codes.Unavailable, ReasonConflict,
-		"the call collided with concurrent ones and was undone; retry with the same key", true}
-	refuseOutcomeUnknown = refusal{codes.Unavailable, ReasonOutcomeUnknown,
-		"the server cannot tell whether the call was saved; retry with the same key: it replays if it was and runs if it was not", true}
-	refuseUnfinished = refusal{codes.Unavailable, ReasonUnfinished,
-		"the call stopped before it finished, perhaps after some of its steps were done; retry with the same key: it resumes where it stopped, and no step that was done is done again", true}
-	refuseTooLarge = refusal{codes.Internal, ReasonResponseTooLarge,
-		"the reply was too large to store, so the call was undone; retrying fails the same way", false}
-	refuseRecordDamaged = refusal{codes.DataLoss, ReasonRecordDamaged,
-		"the call ran earlier, but its stored reply cannot be replayed; it is not run again", false}
-	refuseInternal = refusal{codes.Internal, ReasonInternal,
-		"a server error stopped the call before anything was kept; a later retry with the same key is safe", false}
-	refuseClientUnknown = refusal{codes.Unauthenticated, ReasonClientUnknown,
-		"the server could not tell which client the call comes from; nothing was done", false}
+	refuseKeyReused = answering(answer.KeyReused,
+		"idempotency key reused: it was used for a different call (another method, message or client); nothing was done; use a new key for a new call")
+	refuseInFlight = answering(answer.InFlight,
+		"a call with this idempotency key is still running; nothing was done for this one; retry with the same key to get its reply")
+	refuseConflict = answering(answer.Conflict,
+		"the call collided with concurrent ones and was undone; retry with the same key")
+	refuseOutcomeUnknown = answering(answer.OutcomeUnknown,
+		"the server cannot tell whether the call was saved; retry with the same key: it replays if it was and runs if it was not")
+	refuseUnfinished = answering(answer.Unfinished,
+		"the call stopped before it finished, perhaps after some of its steps were done; retry with the same key: it resumes where it stopped, and no step that was done is done again")
+	refuseTooLarge = answering(answer.ResponseTooLarge,
+		"the reply was too large to store, so the call was undone; retrying fails the same way")
+	refuseRecordDamaged = answering(answer.RecordDamaged,
+		"the call ran earlier, but its stored reply cannot be replayed; it is not run again")
+	refuseInternal = answering(answer.InternalError,
+		"a server error stopped the call before anything was kept; a later retry with the same key is safe")
+	refuseClientUnknown = answering(answer.ClientUnknown,
+		"the server could not tell which client the call comes from; nothing was done")
 )
 
 func refuseKeyRequired(keyName string) refusal {
-	return refusal{codes.InvalidArgument, ReasonKeyRequired,
-		"this method requires an idempotency key in the " + keyName + " metadata", false}
+	return answering(answer.KeyRequired, "this method requires an idempotency key in the "+keyName+" metadata")
 }
 
 func refuseInvalidKey(keyName, reason string) refusal {
-	return refusal{codes.InvalidArgument, ReasonInvalidKey,
-		"malformed idempotency key in the " + keyName + " metadata: " + reason, false}
+	return answering(answer.InvalidKey, "malformed idempotency key in the "+keyName+" metadata: "+reason)
+}
+
+// refusalOf is the refusal that says a, the table's answer to an outcome
+// or an error of the Runner (answer.Outcome, answer.DoTx, answer.Run).
+func refusalOf(a answer.Answer) refusal {
+	switch a {
+	case answer.KeyReused:
+		return refuseKeyReused
+	case answer.InFlight:
+		return refuseInFlight
+	case answer.Conflict:
+		return refuseConflict
+	case answer.OutcomeUnknown:
+		return refuseOutcomeUnknown
+	case answer.Unfinished:
+		return refuseUnfinished
+	case answer.ResponseTooLarge:
+		return refuseTooLarge
+	case answer.RecordDamaged:
+		return refuseRecordDamaged
+	}
+	return refuseInternal
 }
 
 // err returns the refusal's status error, with its ErrorInfo and, for a
@@ -106,17 +133,5 @@ func (r refusal) err(ctx context.Context, keyName string, pushback time.Duration
 }
 
 // failure is the refusal that answers an error of DoTx that is not the
-// handler's own.
-func failure(err error) refusal {
-	switch {
-	case errors.Is(err, idem.ErrRetry):
-		return refuseConflict
-	case errors.Is(err, idem.ErrCommitUnknown):
-		return refuseOutcomeUnknown
-	case errors.Is(err, idem.ErrResponseTooLarge):
-		return refuseTooLarge
-	case errors.Is(err, idem.ErrCorruptRecord):
-		return refuseRecordDamaged
-	}
-	return refuseInternal
-}
+// handler's own, as the table says (answer.DoTx).
+func failure(err error) refusal { return refusalOf(answer.DoTx.Of(err)) }

@@ -2,7 +2,6 @@ package idemgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // stepsKey is the context key of a call of a method of WithStepMethods.
@@ -43,10 +43,12 @@ func (i *interceptor) interceptSteps(ctx context.Context, req any, m *method, ha
 }
 
 // Run runs steps as the multi-step request of the call whose context is
-// ctx, a call of a method that WithStepMethods names, with idem.Store.Run
-// on the interceptor's store and database, and returns the call's answer:
-// the reply, or the error, that the Final step stored. The handler returns
-// what Run returns:
+// ctx, a call of a method that WithStepMethods names, with the Run of the
+// interceptor's Runner (idem.Store.Run on the database of
+// UnaryServerInterceptor), and returns the call's answer: the reply, or
+// the error, that the Final step stored. The steps' Phase and Final take
+// the Runner's transaction: a *sql.Tx, or a pgx.Tx on idempgx.Runner. The
+// handler returns what Run returns:
 //
 //	func (s *shop) Checkout(ctx context.Context, req *shopv1.CheckoutRequest) (*shopv1.Receipt, error) {
 //		return idemgrpc.Run[*shopv1.Receipt](ctx, s.checkoutSteps(req)...)
@@ -82,7 +84,7 @@ func Run[R proto.Message](ctx context.Context, steps ...idem.Step) (R, error) {
 		return zero, c.i.fail(ctx, c.m.name, refuseInternal, fmt.Errorf("idemgrpc: Run called twice in one call of %s", c.m.name))
 	}
 	c.ran = true
-	res, err := c.i.store.Run(ctx, c.i.db, c.i.txOpts, c.key, c.hash, steps...)
+	res, err := c.i.run.Run(ctx, c.key, c.hash, steps)
 	reply, err := c.answer(ctx, res, err)
 	if err != nil {
 		return zero, err
@@ -113,26 +115,13 @@ func (c *stepCall) answer(ctx context.Context, res idem.Result, err error) (any,
 	return nil, i.fail(ctx, c.m.name, stepsFailure(err), err)
 }
 
-// stepsFailure is the refusal that answers an error of Run: a lease that
-// another call took over as in flight, a mistake in the steps as an
-// internal error, since no step ran, a lost commit, a stored answer that
-// is too large or damaged as for DoTx, and anything else, a step's own
-// error or a conflict that outlasted the retries, as a call that a retry
-// resumes.
-func stepsFailure(err error) refusal {
-	switch {
-	case errors.Is(err, idem.ErrLeaseLost):
-		return refuseInFlight
-	case errors.Is(err, idem.ErrInvalidArgument), errors.Is(err, idem.ErrNoSteps):
-		return refuseInternal
-	case errors.Is(err, idem.ErrRetry):
-		return refuseUnfinished
-	}
-	if r := failure(err); r != refuseInternal {
-		return r
-	}
-	return refuseUnfinished
-}
+// stepsFailure is the refusal that answers an error of Run, as the table
+// says (answer.Run): a lease that another call took over as in flight, a
+// mistake in the steps as an internal error, since no step ran, a lost
+// commit, a stored answer that is too large or damaged as for DoTx, and
+// anything else, a step's own error or a conflict that outlasted the
+// retries, as a call that a retry resumes.
+func stepsFailure(err error) refusal { return refusalOf(answer.Run.Of(err)) }
 
 // Reply returns the stored form of reply, the answer of the call whose
 // context is ctx, for its Final step to return: reply must be a message of

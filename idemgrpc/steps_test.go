@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -41,14 +42,21 @@ func (s *shop) checkout(ctx context.Context, req *structpb.Struct) (*structpb.St
 		return nil, status.Error(codes.InvalidArgument, "an order needs an item")
 	}
 	key := metadata.ValueFromIncomingContext(ctx, idemgrpc.DefaultKeyMetadata)[0]
-	c := checkout.Checkout[*sql.Tx]{Ops: checkout.SQLOps, Effects: s.e.Effects, URL: s.provider, Key: key, Stored: idemgrpc.StoredKey("", key), Die: s.die,
-		Answer: func(ctx context.Context, id string) (idem.Response, error) {
-			return idemgrpc.Reply(ctx, &structpb.Struct{Fields: map[string]*structpb.Value{
-				"charge": structpb.NewStringValue(id),
-				"item":   structpb.NewStringValue(item),
-			}})
-		}}
-	steps := c.Steps()
+	reply := func(ctx context.Context, id string) (idem.Response, error) {
+		return idemgrpc.Reply(ctx, &structpb.Struct{Fields: map[string]*structpb.Value{
+			"charge": structpb.NewStringValue(id),
+			"item":   structpb.NewStringValue(item),
+		}})
+	}
+	var steps []idem.Step
+	if s.e.via == checkout.ViaPgxPool {
+		// The phases take the pgx.Tx of idempgx.Runner.
+		steps = checkout.Checkout[pgx.Tx]{Ops: checkout.PgxOps, Effects: s.e.Effects, URL: s.provider, Key: key,
+			Stored: idemgrpc.StoredKey("", key), Die: s.die, Answer: reply}.Steps()
+	} else {
+		steps = checkout.Checkout[*sql.Tx]{Ops: checkout.SQLOps, Effects: s.e.Effects, URL: s.provider, Key: key,
+			Stored: idemgrpc.StoredKey("", key), Die: s.die, Answer: reply}.Steps()
+	}
 	if s.steps != nil {
 		steps = s.steps(item)
 	}
@@ -65,10 +73,11 @@ func (s *shop) checkout(ctx context.Context, req *structpb.Struct) (*structpb.St
 }
 
 // startCheckout serves a shop whose Checkout calls the provider at url,
-// with the interceptor on store and db, and returns a client connection.
-func startCheckout(t *testing.T, e *env, store *idem.Store, db *sql.DB, url string, die func(string)) *grpc.ClientConn {
+// with the interceptor on store, a store of e's table, and e's database,
+// as e.via says, and returns a client connection.
+func startCheckout(t *testing.T, e *env, store *idem.Store, url string, die func(string)) *grpc.ClientConn {
 	t.Helper()
-	ic, err := idemgrpc.UnaryServerInterceptor(store, db, nil, protected, idemgrpc.WithStepMethods(checkoutMethod), idemgrpc.WithSingleClient())
+	ic, err := e.interceptor(store, protected, idemgrpc.WithStepMethods(checkoutMethod), idemgrpc.WithSingleClient())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +143,10 @@ func chargeOf(a answer) string {
 // duplicates of a call that is running get Unavailable IN_FLIGHT, one
 // alone with the lease that is left as its pushback, then the one reply.
 func TestRunSteps(t *testing.T) {
-	forEachRunTarget(t, func(t *testing.T, tg target) {
-		e := setup(t, tg)
+	forEachRunTargetWay(t, func(t *testing.T, tg target, via string) {
+		e := setupVia(t, tg, via)
 		p := checkout.NewProvider(t)
-		conn := startCheckout(t, e, e.Store, e.DB, p.URL(), nil)
+		conn := startCheckout(t, e, e.Store, p.URL(), nil)
 
 		first := order(conn, "k1", "book")
 		if first.err != nil || !strings.HasPrefix(chargeOf(first), "ch_") || first.reply.(*structpb.Struct).GetFields()["item"].GetStringValue() != "book" {
@@ -258,7 +267,7 @@ func TestRunResumeAfterKill(t *testing.T) {
 			t.Fatalf("the call to the killed service: %v, want Unavailable from the lost connection", err)
 		}
 
-		conn := startCheckout(t, e, e.Store, e.DB, p.URL(), nil)
+		conn := startCheckout(t, e, e.Store, p.URL(), nil)
 		answers := checkout.Together(t, 3, func() (answer, error) { return orderUntilDone(conn, key, "book", stepsLease) })
 		var fresh []answer
 		for _, a := range answers {

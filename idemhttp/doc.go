@@ -24,6 +24,12 @@
 //		...
 //	}
 //
+// New runs on a *sql.DB. [NewWithRunner] takes an [idem.Runner] for another
+// driver (idempgx.NewMiddleware passes idempgx.Runner, for a pgx pool),
+// the same Runner that idemgrpc's interceptor takes; the middleware and the
+// interceptor answer each outcome and error with the same status, code and
+// reason, from one table.
+//
 // [Middleware.Handler] is a standard func(http.Handler) http.Handler, so it
 // plugs into http.ServeMux, chi (r.Use(mw.Handler)) and gorilla/mux as it
 // is. Frameworks with handlers of their own need care, because the

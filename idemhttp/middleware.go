@@ -12,25 +12,28 @@ import (
 	"strings"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
-// txKey is the context key of the handler's transaction.
-type txKey struct{}
-
-// WithTx returns a copy of ctx that carries tx, for Tx to return. The
-// middleware hands each attempt's transaction to the handler this way. It
-// is exported so that a handler can be given a transaction without the
-// middleware: a unit test of the handler alone, with a transaction of
-// go-sqlmock, calls the handler with a request whose context comes from
-// WithTx. The handler cannot tell the difference.
+// WithTx returns a copy of ctx that carries tx, for Tx to return: it is
+// idem.WithTx for a *sql.Tx. The Runner of New (idem.SQLRunner) hands each
+// attempt's transaction to the handler this way. It is exported so that a
+// handler can be given a transaction without the middleware: a unit test
+// of the handler alone, with a transaction of go-sqlmock, calls the
+// handler with a request whose context comes from WithTx. The handler
+// cannot tell the difference.
 func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
-	return context.WithValue(ctx, txKey{}, tx)
+	return idem.WithTx(ctx, tx)
 }
 
 // Tx returns the transaction in which the handler of a protected request
 // must write its effect, so that the effect commits with the record of the
 // key or not at all. The middleware begins it and ends it: the handler must
-// neither commit nor roll it back, nor write its effect anywhere else.
+// neither commit nor roll it back, nor write its effect anywhere else. It
+// is idem.TxFrom for a *sql.Tx, and so the same as idemgrpc.Tx: a handler
+// that serves both adapters finds its transaction either way. On another
+// driver, the handler finds its transaction with that driver's function
+// (idempgx.Tx, for a pgx.Tx).
 //
 // Tx returns nil when the request is not protected: its method is not one
 // of WithMethods, or it carries no key and the key is not required
@@ -38,43 +41,30 @@ func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
 // transaction then, or refuses. A test gives a handler its transaction with
 // WithTx.
 func Tx(ctx context.Context) *sql.Tx {
-	tx, _ := ctx.Value(txKey{}).(*sql.Tx)
-	return tx
+	return idem.TxFrom[*sql.Tx](ctx)
 }
 
 // Middleware makes the requests it protects idempotent with an idem.Store,
 // in transactions it begins on a database. Make one with New, once, at
-// start-up; Handler then wraps each handler to protect, and Steps serves
-// each multi-step endpoint. A Middleware is safe for concurrent use.
+// start-up, or with NewWithRunner for a database of another driver;
+// Handler then wraps each handler to protect, and Steps serves each
+// multi-step endpoint. A Middleware is safe for concurrent use.
 type Middleware struct {
 	store *idem.Store
-	run   Runner
+	run   idem.Runner
 	cfg   config
 }
 
-// A Runner runs the protected requests of a Middleware on its database:
-// New makes one for a *sql.DB, and a driver that database/sql does not
-// reach brings its own to NewWithRunner (package idempgx makes one for
-// pgx). Its two methods are the Store's DoTx and Run on that database,
-// with the driver's transactions and their options.
-type Runner interface {
-	// DoTx runs serve at most once for key, in a transaction of its own,
-	// as idem.Store.DoTx runs a Func. serve gets a context that carries
-	// the transaction, for the handler to find it there (as Tx finds a
-	// *sql.Tx); it returns the response to store, or an error, on which
-	// nothing may be committed.
-	DoTx(ctx context.Context, key string, reqHash []byte, serve func(ctx context.Context) (idem.Response, error)) (idem.Result, error)
-	// Run runs steps for key as idem.Store.Run runs them: their Phase and
-	// Final steps take the driver's transaction.
-	Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error)
-}
-
-// NewWithRunner is New for a database that run reaches: the protected
-// requests run through run instead of the Store's DoTx and Run on a
-// *sql.DB. The options are New's. It takes no transaction options: run
-// begins the transactions, so their options are its own, given where run
-// is made (as idempgx.NewMiddleware takes pgx's).
-func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, error) {
+// NewWithRunner is New for a database that run reaches, through any
+// driver: the protected requests run through run's DoTx and Run, which
+// are the Store's on that database (idem.SQLRunner for a *sql.DB, which is
+// New; idempgx.Runner for a pgx pool, which idempgx.NewMiddleware
+// passes), and its handlers find their transaction where run puts it
+// (idempgx.Tx, for a pgx.Tx). run must run on store. The options are
+// New's. It takes no transaction options: run begins the transactions, so
+// their options are given where run is made. The same Runner serves
+// idemgrpc's interceptor too.
+func NewWithRunner(store *idem.Store, run idem.Runner, opts ...Option) (*Middleware, error) {
 	m, err := newMiddleware(store, run == nil, "nil runner", opts)
 	if err != nil {
 		return nil, err
@@ -95,7 +85,8 @@ func NewWithRunner(store *idem.Store, run Runner, opts ...Option) (*Middleware, 
 // middleware run the handler or the phase again, up to DoTx's attempts.
 // They are an argument, as they are of idem.Store.DoTx, Run and Resume, so
 // that every constructor or call that begins transactions on a *sql.DB is
-// given their options in the same place.
+// given their options in the same place. New is NewWithRunner with
+// idem.SQLRunner(store, db, txOpts).
 //
 // It returns an error for a bad configuration, listing every problem: a nil
 // store or database, a Store not made by idem.New, an option that refuses
@@ -113,31 +104,8 @@ func New(store *idem.Store, db *sql.DB, txOpts *sql.TxOptions, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	r := sqlRunner{store: store, db: db}
-	if txOpts != nil {
-		o := *txOpts
-		r.txOpts = &o
-	}
-	m.run = r
+	m.run = idem.SQLRunner(store, db, txOpts)
 	return m, nil
-}
-
-// sqlRunner is the Runner of New: the Store's own DoTx and Run on a
-// *sql.DB.
-type sqlRunner struct {
-	store  *idem.Store
-	db     *sql.DB
-	txOpts *sql.TxOptions // New's copy; nil: the database's defaults
-}
-
-func (r sqlRunner) DoTx(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
-	return r.store.DoTx(ctx, r.db, r.txOpts, key, reqHash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		return serve(WithTx(ctx, tx))
-	})
-}
-
-func (r sqlRunner) Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
-	return r.store.Run(ctx, r.db, r.txOpts, key, reqHash, steps...)
 }
 
 // newMiddleware checks what New and NewWithRunner share: noDB is true when
@@ -432,6 +400,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var us *unstored
 	switch {
 	case errors.As(err, &us):
+		if error(us) != err {
+			// DoTx had more to say, such as a transaction that the
+			// handler ended, which leaves the key to an operator: the
+			// client gets the handler's response all the same, and the
+			// hook is told, as idemgrpc tells it of a handler's error.
+			cfg.report(r, err)
+		}
 		cfg.writeResponse(w, r, c.response(), originUnstored)
 	case err == nil && res.Outcome == idem.Claimed:
 		cfg.writeResponse(w, r, c.response(), originStored)
@@ -444,18 +419,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeUnclaimed answers the outcomes of a request that this call did not
-// run: a replay of its stored response, a mismatch, or a request that
-// another call holds, which is asked to wait at least for the lease left
-// to a multi-step request's runner.
+// run, as the table says (answer.Outcome): a replay of its stored
+// response, a mismatch, or a request that another call holds, which is
+// asked to wait at least for the lease left to a multi-step request's
+// runner.
 func (c *config) writeUnclaimed(w http.ResponseWriter, r *http.Request, res idem.Result) {
-	switch res.Outcome {
-	case idem.Replay:
+	a, ok := answer.Outcome(res.Outcome)
+	if !ok { // a Replay; Claimed is answered before
 		c.writeResponse(w, r, res.Response, originReplay)
-	case idem.Mismatch:
-		c.writeProblem(w, r, problemKeyReused)
-	default: // idem.InFlight
-		c.writeProblemAfter(w, r, problemInFlight, res.LeaseLeft)
+		return
 	}
+	c.writeProblemAfter(w, r, problemOf(a), res.LeaseLeft)
 }
 
 // refuse answers a request that identify found no key to claim for. It
@@ -503,20 +477,9 @@ func (m *Middleware) refuse(w http.ResponseWriter, r *http.Request, err error, n
 	}
 }
 
-// failure is the problem that answers an error of DoTx.
-func failure(err error) kind {
-	switch {
-	case errors.Is(err, idem.ErrRetry):
-		return problemConflict
-	case errors.Is(err, idem.ErrCommitUnknown):
-		return problemCommitUnknown
-	case errors.Is(err, idem.ErrResponseTooLarge):
-		return problemResponseTooLarge
-	case errors.Is(err, idem.ErrCorruptRecord):
-		return problemRecordDamaged
-	}
-	return problemInternal
-}
+// failure is the problem that answers an error of DoTx, as the table says
+// (answer.DoTx).
+func failure(err error) kind { return problemOf(answer.DoTx.Of(err)) }
 
 // readBody reads the whole request body, up to limit bytes. With putBack,
 // it puts what it read back in front of what it did not, so that r's body

@@ -584,6 +584,40 @@ func TestHandlerCommitsItself(t *testing.T) {
 	})
 }
 
+// TestHandlerCommitsItselfAndFails is TestHandlerCommitsItself for a
+// handler that answers with a status that is not stored, a 500, after it
+// committed: the client gets the handler's own response, as for any
+// unstored status, and the error hook is told idem.ErrTxEnded, since the
+// key now waits for an operator; idemgrpc tells its hook the same of a
+// handler that commits and fails (its TestHandlerCommitsItselfAndFails).
+// Earlier versions told the hook nothing, and the key's 409s came with no
+// word of why.
+func TestHandlerCommitsItselfAndFails(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		e := setup(t, tg, idem.WithLockTimeout(0))
+		var h hook
+		srv := e.serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tx := idemhttp.Tx(r.Context())
+			if err := e.insert(r.Context(), tx, "committed by the handler"); err != nil {
+				t.Error(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+			http.Error(w, "the handler failed", http.StatusInternalServerError)
+		}), h.option())
+
+		rep := send(t, srv, "POST", "/orders", "k", "")
+		if rep.status != http.StatusInternalServerError || !strings.Contains(string(rep.body), "the handler failed") {
+			t.Errorf("%d %q, want the handler's own 500", rep.status, rep.body)
+		}
+		if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrTxEnded) {
+			t.Errorf("ErrorHook got %v, want ErrTxEnded", errs)
+		}
+		wantProblem(t, send(t, srv, "POST", "/orders", "k", ""), http.StatusConflict, "in-flight", "1")
+	})
+}
+
 func TestNothingLeavesBeforeCommit(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		e := setup(t, tg)

@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgo/idem/internal/answer"
 	"github.com/idemgo/idem/internal/clientkey"
 )
 
@@ -28,11 +30,40 @@ type sourceKind struct {
 	retry       bool
 }
 
-// sourceKinds reads every kind{...} literal of the package's source, so
-// that a kind added, or one whose slug, title, status or retry changes,
-// reaches the comparison with the fragment without anyone listing it by
-// hand. A literal whose fields are not written as constants fails the
-// test: the fragment could not be checked against it.
+// tableAnswers are the answers of the table (internal/answer) by their
+// names, for sourceKinds to read a call of answering.
+var tableAnswers = map[string]answer.Answer{
+	"KeyRequired": answer.KeyRequired, "InvalidKey": answer.InvalidKey, "ClientUnknown": answer.ClientUnknown,
+	"KeyReused": answer.KeyReused, "InFlight": answer.InFlight, "Conflict": answer.Conflict,
+	"OutcomeUnknown": answer.OutcomeUnknown, "Unfinished": answer.Unfinished,
+	"ResponseTooLarge": answer.ResponseTooLarge, "RecordDamaged": answer.RecordDamaged, "InternalError": answer.InternalError,
+}
+
+// TestTableAnswersAreAll keeps tableAnswers whole: it names every answer
+// of the table, so that sourceKinds reads a call of answering with any
+// of them.
+func TestTableAnswersAreAll(t *testing.T) {
+	named := map[answer.Answer]bool{}
+	for _, a := range tableAnswers {
+		named[a] = true
+	}
+	for _, a := range answer.All {
+		if !named[a] {
+			t.Errorf("tableAnswers does not name %s", a.Slug)
+		}
+	}
+	if len(named) != len(answer.All) {
+		t.Errorf("tableAnswers names %d answers, the table has %d", len(named), len(answer.All))
+	}
+}
+
+// sourceKinds reads every kind{...} literal of the package's source, and
+// every call answering(answer.Name, "title", detail), whose slug, status
+// and retry are the table's, so that a kind added, or one whose slug,
+// title, status or retry changes, reaches the comparison with the fragment
+// without anyone listing it by hand. A literal or call whose fields are
+// not written as constants fails the test: the fragment could not be
+// checked against it.
 func sourceKinds(t *testing.T) map[string]sourceKind {
 	t.Helper()
 	statuses := map[string]int{}
@@ -60,7 +91,35 @@ func sourceKinds(t *testing.T) map[string]sourceKind {
 		if err != nil {
 			t.Fatal(err)
 		}
+		add := func(pos token.Pos, k sourceKind) {
+			if k.slug == "" || k.title == "" || k.status == 0 {
+				t.Fatalf("%s: a kind without a slug, title or status", fset.Position(pos))
+			}
+			if prev, dup := kinds[k.slug]; dup && prev != k {
+				t.Errorf("%s: kind %q is %+v, and elsewhere %+v: one slug, one kind", fset.Position(pos), k.slug, k, prev)
+			}
+			kinds[k.slug] = k
+		}
 		ast.Inspect(file, func(n ast.Node) bool {
+			if fd, ok := n.(*ast.FuncDecl); ok && fd.Name.Name == "answering" {
+				return false // its literal is each call's, read at the call
+			}
+			if call, ok := n.(*ast.CallExpr); ok {
+				if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "answering" {
+					return true
+				}
+				sel, ok := call.Args[0].(*ast.SelectorExpr)
+				a, known := tableAnswers[fmt.Sprint(sel.Sel)]
+				if !ok || !known || fmt.Sprint(sel.X) != "answer" {
+					t.Fatalf("%s: answering of an answer that is not the table's, by its name", fset.Position(call.Pos()))
+				}
+				title, err := stringLit(call.Args[1])
+				if err != nil {
+					t.Fatalf("%s: the title of a kind is not written as a constant, which this test can read", fset.Position(call.Args[1].Pos()))
+				}
+				add(call.Pos(), sourceKind{slug: a.Slug, title: title, status: a.Status, retry: a.Retry})
+				return true
+			}
 			lit, ok := n.(*ast.CompositeLit)
 			if !ok {
 				return true
@@ -104,13 +163,7 @@ func sourceKinds(t *testing.T) map[string]sourceKind {
 					t.Fatalf("%s: the %s of a kind is not written as a constant, which this test can read", fset.Position(kv.Pos()), field)
 				}
 			}
-			if k.slug == "" || k.title == "" || k.status == 0 {
-				t.Fatalf("%s: a kind without a slug, title or status", fset.Position(lit.Pos()))
-			}
-			if prev, dup := kinds[k.slug]; dup && prev != k {
-				t.Errorf("%s: kind %q is %+v, and elsewhere %+v: one slug, one kind", fset.Position(lit.Pos()), k.slug, k, prev)
-			}
-			kinds[k.slug] = k
+			add(lit.Pos(), k)
 			return true
 		})
 	}

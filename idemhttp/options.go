@@ -303,10 +303,12 @@ func WithRetryAfter(d time.Duration) Option {
 // WithErrorHook sets a function that is told about the errors behind the
 // middleware's own 5xx and 403 responses, and behind its 400 for a body that
 // could not be read: database errors, a failed scope function, a broken
-// connection, a nil handler given to Handler. The middleware logs nothing
-// itself, since a library cannot know where a service's logs go. The hook
-// runs on the request's goroutine before the response is written; keep it
-// quick.
+// connection, a nil handler given to Handler. It is told too of a handler
+// that ended its transaction itself (idem.ErrTxEnded), whatever the handler
+// answered, since the key then waits for an operator. The middleware logs
+// nothing itself, since a library cannot know where a service's logs go. The
+// hook runs on the request's goroutine before the response is written; keep
+// it quick.
 func WithErrorHook(fn func(r *http.Request, err error)) Option {
 	return func(c *config) error {
 		if fn == nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // DefaultProblemTypeBase is where the middleware's problem types are
@@ -52,61 +54,92 @@ type kind struct {
 	retry bool
 }
 
+// answering is the problem that says a, an answer of the table that
+// idemgrpc answers by too (internal/answer), in title and detail: its
+// slug, its status and whether it asks for a retry are the table's, so
+// that a client is told over HTTP what it is told over gRPC.
+func answering(a answer.Answer, title, detail string) kind {
+	return kind{slug: a.Slug, title: title, status: a.Status, detail: detail, retry: a.Retry}
+}
+
 // The problems, by their slug.
 func problemInvalidKey(header, reason string) kind {
-	return kind{slug: "invalid-key", title: "Malformed idempotency key", status: http.StatusBadRequest,
-		detail: "The " + header + " header is malformed: " + reason + ". Send 1 to 255 printable ASCII characters, as they are or as a quoted string."}
+	return answering(answer.InvalidKey, "Malformed idempotency key",
+		"The "+header+" header is malformed: "+reason+". Send 1 to 255 printable ASCII characters, as they are or as a quoted string.")
 }
 
 // problemKeyRefused is the answer to a key that WithKeyValidator refused;
 // the reason is the validator's error message, which the option documents
 // as written for the client.
 func problemKeyRefused(header, reason string) kind {
-	return kind{slug: "invalid-key", title: "Malformed idempotency key", status: http.StatusBadRequest,
-		detail: "The " + header + " header is not a key this API accepts: " + sentence(reason) + " Nothing was done; send a valid key."}
+	return answering(answer.InvalidKey, "Malformed idempotency key",
+		"The "+header+" header is not a key this API accepts: "+sentence(reason)+" Nothing was done; send a valid key.")
 }
 
 func problemKeyRequired(header string) kind {
-	return kind{slug: "key-required", title: "Idempotency key required", status: http.StatusBadRequest,
-		detail: "This request must carry an " + header + " header: a unique value, such as a random UUID, chosen once for this request and sent again with each retry of it."}
+	return answering(answer.KeyRequired, "Idempotency key required",
+		"This request must carry an "+header+" header: a unique value, such as a random UUID, chosen once for this request and sent again with each retry of it.")
 }
 
 // problemBodyInvalid is the answer to a body that WithBodyCanonicalizer
 // refused; the reason is the canonicalizer's error message, which the
-// option documents as written for the client.
+// option documents as written for the client. The body's problems are
+// HTTP's alone: a gRPC message arrives decoded.
 func problemBodyInvalid(reason string) kind {
 	return kind{slug: "body-invalid", title: "Request body not accepted", status: http.StatusBadRequest,
 		detail: "The request body is not accepted: " + sentence(reason) + " Nothing was done; fix the body before sending it again."}
 }
 
 var (
-	problemScope = kind{slug: "client-unknown", title: "Client not identified", status: http.StatusForbidden,
-		detail: "The server could not tell which client sent this request, so it cannot keep its idempotency key apart from other clients' keys. Nothing was done."}
+	problemScope = answering(answer.ClientUnknown, "Client not identified",
+		"The server could not tell which client sent this request, so it cannot keep its idempotency key apart from other clients' keys. Nothing was done.")
 	problemBodyUnreadable = kind{slug: "body-unreadable", title: "Request body unreadable", status: http.StatusBadRequest,
 		detail: "The request body could not be read. Nothing was done; send the request again with the same key."}
-	problemKeyReused = kind{slug: "key-reused", title: "Idempotency key reused", status: http.StatusUnprocessableEntity,
-		detail: "This idempotency key was used for a different request (another method, path, query or body). Nothing was done. Use a new key for a new request."}
-	problemInFlight = kind{slug: "in-flight", title: "Request in progress", status: http.StatusConflict, retry: true,
-		detail: "A request with this idempotency key is still being processed. Nothing was done; send the same request with the same key again after the Retry-After delay to get its response."}
-	problemConflict = kind{slug: "conflict", title: "Conflict with concurrent requests", status: http.StatusServiceUnavailable, retry: true,
-		detail: "The request conflicted with concurrent requests and was not carried out. Send it again with the same key after the Retry-After delay."}
-	problemCommitUnknown = kind{slug: "outcome-unknown", title: "Outcome unknown", status: http.StatusServiceUnavailable, retry: true,
-		detail: "The server lost contact with its database while saving this request, and cannot tell whether it was saved. Send the same request with the same key again after the Retry-After delay: you will get its response if it was saved, and it will run if it was not."}
-	problemResponseTooLarge = kind{slug: "response-too-large", title: "Response too large to store", status: http.StatusInternalServerError,
-		detail: "The response to this request was too large to be stored for retries, so the request was undone. Sending it again will fail the same way."}
-	problemRecordDamaged = kind{slug: "record-damaged", title: "Stored response damaged", status: http.StatusInternalServerError,
-		detail: "This idempotency key has a stored response that is damaged, so it cannot be sent back, and the request is not run again. Ask the API's operator to look at the key."}
-	problemUnfinished = kind{slug: "unfinished", title: "Request unfinished", status: http.StatusServiceUnavailable, retry: true,
-		detail: "This request stopped before it finished, perhaps after some of its steps were carried out. Send the same request with the same key again after the Retry-After delay: it resumes where it stopped, and no step that was done is done again."}
+	problemKeyReused = answering(answer.KeyReused, "Idempotency key reused",
+		"This idempotency key was used for a different request (another method, path, query or body). Nothing was done. Use a new key for a new request.")
+	problemInFlight = answering(answer.InFlight, "Request in progress",
+		"A request with this idempotency key is still being processed. Nothing was done; send the same request with the same key again after the Retry-After delay to get its response.")
+	problemConflict = answering(answer.Conflict, "Conflict with concurrent requests",
+		"The request conflicted with concurrent requests and was not carried out. Send it again with the same key after the Retry-After delay.")
+	problemCommitUnknown = answering(answer.OutcomeUnknown, "Outcome unknown",
+		"The server lost contact with its database while saving this request, and cannot tell whether it was saved. Send the same request with the same key again after the Retry-After delay: you will get its response if it was saved, and it will run if it was not.")
+	problemResponseTooLarge = answering(answer.ResponseTooLarge, "Response too large to store",
+		"The response to this request was too large to be stored for retries, so the request was undone. Sending it again will fail the same way.")
+	problemRecordDamaged = answering(answer.RecordDamaged, "Stored response damaged",
+		"This idempotency key has a stored response that is damaged, so it cannot be sent back, and the request is not run again. Ask the API's operator to look at the key.")
+	problemUnfinished = answering(answer.Unfinished, "Request unfinished",
+		"This request stopped before it finished, perhaps after some of its steps were carried out. Send the same request with the same key again after the Retry-After delay: it resumes where it stopped, and no step that was done is done again.")
 	problemMethod = kind{slug: "method-not-allowed", title: "Method not allowed", status: http.StatusMethodNotAllowed,
 		detail: "This endpoint runs requests only with an idempotency key and one of the methods in the Allow header. Nothing was done."}
-	problemInternal = kind{slug: "internal-error", title: "Internal error", status: http.StatusInternalServerError,
-		detail: "A server error stopped this request before it was carried out; nothing was saved. Send it again with the same key later."}
+	problemInternal = answering(answer.InternalError, "Internal error",
+		"A server error stopped this request before it was carried out; nothing was saved. Send it again with the same key later.")
 )
 
 func problemBodyTooLarge(limit int64) kind {
 	return kind{slug: "body-too-large", title: "Request body too large", status: http.StatusRequestEntityTooLarge,
 		detail: "The request body is larger than " + strconv.FormatInt(limit, 10) + " bytes, the most this endpoint accepts. Nothing was done."}
+}
+
+// problemOf is the problem that says a, the table's answer to an outcome
+// or an error of the Runner (answer.Outcome, answer.DoTx, answer.Run).
+func problemOf(a answer.Answer) kind {
+	switch a {
+	case answer.KeyReused:
+		return problemKeyReused
+	case answer.InFlight:
+		return problemInFlight
+	case answer.Conflict:
+		return problemConflict
+	case answer.OutcomeUnknown:
+		return problemCommitUnknown
+	case answer.Unfinished:
+		return problemUnfinished
+	case answer.ResponseTooLarge:
+		return problemResponseTooLarge
+	case answer.RecordDamaged:
+		return problemRecordDamaged
+	}
+	return problemInternal
 }
 
 // problem is k under the options of c: its type under c's base, and c's

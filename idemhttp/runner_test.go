@@ -42,6 +42,9 @@ func TestNewWithRunner(t *testing.T) {
 	if _, err := idemhttp.NewWithRunner(store, nil, idemhttp.WithSingleClient()); err == nil || !strings.Contains(err.Error(), "nil runner") {
 		t.Errorf("NewWithRunner(nil runner) = %v, want an error naming the nil runner", err)
 	}
+	if _, err := idemhttp.NewWithRunner(store, idem.SQLRunner(store, nil, nil), idemhttp.WithSingleClient()); err == nil || !strings.Contains(err.Error(), "nil runner") {
+		t.Errorf("NewWithRunner(the Runner of a nil database) = %v, want an error naming the nil runner", err)
+	}
 
 	type txOfRunner struct{}
 	var (

@@ -2,12 +2,12 @@ package idemhttp
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/answer"
 )
 
 // Steps returns a handler that serves each request as a multi-step request
@@ -107,23 +107,10 @@ func (h *stepsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stepsFailure is the problem that answers an error of Run: a lease that
-// another call took over as in flight, a mistake in the steps as an
-// internal error, since no step ran, a lost commit, a stored response that
-// is too large or damaged as Handler answers them, and anything else, a
-// step's own error or a conflict that outlasted the retries, as a request
-// that a retry resumes.
-func stepsFailure(err error) kind {
-	switch {
-	case errors.Is(err, idem.ErrLeaseLost):
-		return problemInFlight
-	case errors.Is(err, idem.ErrInvalidArgument), errors.Is(err, idem.ErrNoSteps):
-		return problemInternal
-	case errors.Is(err, idem.ErrRetry):
-		return problemUnfinished
-	}
-	if k := failure(err); k != problemInternal {
-		return k
-	}
-	return problemUnfinished
-}
+// stepsFailure is the problem that answers an error of Run, as the table
+// says (answer.Run): a lease that another call took over as in flight, a
+// mistake in the steps as an internal error, since no step ran, a lost
+// commit, a stored response that is too large or damaged as Handler
+// answers them, and anything else, a step's own error or a conflict that
+// outlasted the retries, as a request that a retry resumes.
+func stepsFailure(err error) kind { return problemOf(answer.Run.Of(err)) }

@@ -18,6 +18,11 @@
 // when it finds the claim gone, so that no effect commits without its
 // record.
 //
+// Runner makes the idem.Runner of a pool, which idemhttp's middleware
+// (NewMiddleware) and idemgrpc's interceptor
+// (idemgrpc.UnaryServerInterceptorWithRunner) take alike: their handlers
+// find their pgx.Tx with Tx.
+//
 // The package is part of idem's module, so it is always the version of the
 // Store; the builds of idem's other users link no pgx, since they do not
 // import it.
