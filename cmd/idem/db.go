@@ -289,19 +289,25 @@ func (d *database) tableExists(ctx context.Context, db *sql.DB) (exists, known b
 	return exists, true, nil
 }
 
-// hasShardColumn reports whether the table has the column shard_key, by a
-// statement that reads no row and fails without the column. Without
-// -shard-column, the command's statements name a record by its key alone,
-// and on a table with a shard column they would read or change the records
-// of that key under every shard value: the command refuses, rather than
-// settle or delete many customers' records at once.
-func (d *database) hasShardColumn(ctx context.Context, db *sql.DB) bool {
-	rows, err := db.QueryContext(ctx, "SELECT shard_key FROM "+d.quote(d.table)+" WHERE 1 = 0")
-	if err != nil {
-		return false
+// hasShardColumn reports whether the table has the column shard_key, by
+// the dialect's ShardColumnCheck, whose first number counts the columns of
+// that name whatever their type; a dialect without shard columns makes no
+// table with one. Without -shard-column, the command's statements name a
+// record by its key alone, and on a table with a shard column they would
+// read or change the records of that key under every shard value: the
+// command refuses, rather than settle or delete many customers' records at
+// once.
+func (d *database) hasShardColumn(ctx context.Context, db *sql.DB) (bool, error) {
+	sc, ok := d.dialect.(dialect.ShardColumn)
+	if !ok {
+		return false, nil
 	}
-	rows.Close()
-	return rows.Err() == nil
+	q, _ := sc.ShardColumnCheck(d.table, dialect.ShardKind{Type: dialect.ShardInt64})
+	var columns, fitting int
+	if err := db.QueryRowContext(ctx, q).Scan(&columns, &fitting); err != nil {
+		return false, fmt.Errorf("look for a shard column in table %s: %w", d.table, err)
+	}
+	return columns > 0, nil
 }
 
 // checkShard makes sure that -shard-column says what the table holds: a
@@ -309,7 +315,11 @@ func (d *database) hasShardColumn(ctx context.Context, db *sql.DB) bool {
 // the column's (checkShardKind).
 func (d *database) checkShard(ctx context.Context, db *sql.DB) error {
 	if !d.sharded() {
-		if d.hasShardColumn(ctx, db) {
+		has, err := d.hasShardColumn(ctx, db)
+		if err != nil {
+			return err
+		}
+		if has {
 			return usageError("table %s has a shard column, shard_key: give its kind with -shard-column, as the service's idem.WithShardColumn does", d.table)
 		}
 		return nil
