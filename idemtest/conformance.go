@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // TestDialect runs the contract of Do against a real database through d, one
@@ -172,7 +173,7 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			db := open(t)
-			p.test(t, &suite{d: d, caps: caps, db: db, distributed: citusCoordinator(t, d, db), drv: driver(t, db)})
+			p.test(t, &suite{d: d, caps: caps, db: db, distributed: placement.CitusCoordinator(t, d, db), drv: driver(t, db)})
 		})
 	}
 }
@@ -180,7 +181,7 @@ func TestDriver(t *testing.T, d idem.Dialect, open func(t *testing.T) *sql.DB, d
 // suite is one property's database, dialect and Driver: db sets up and
 // inspects, drv runs the Store and holds the transactions. distributed
 // says that db is a Citus coordinator, which distributes the property's
-// tables (placement.go).
+// tables (internal/placement).
 type suite struct {
 	d           idem.Dialect
 	caps        dialect.Capabilities
@@ -208,18 +209,18 @@ func (s *suite) env(t *testing.T, opts ...idem.Option) *env {
 // envOn is env with a store of d, the suite's dialect or one that wraps it
 // (movedClock). Through idem.Vitess(), idem's table is sharded by key and
 // the effects by rk; on a Citus coordinator, both are distributed by them,
-// co-located (placement.go).
+// co-located (internal/placement).
 func (s *suite) envOn(t *testing.T, d idem.Dialect, opts ...idem.Option) *env {
 	t.Helper()
 	suffix := randomName()
 	st := newStore(t, d, s.db, "idem_"+suffix, opts...)
-	if sharded(s.d) {
-		addVindex(t, s.db, st.table, "`key`")
+	if placement.Sharded(s.d) {
+		placement.AddVindex(t, s.db, st.table, "`key`")
 	}
 	fx := newEffects(t, s, "effects_"+suffix)
 	if s.distributed {
-		distribute(t, s.db, st.table, "key", "")
-		distribute(t, s.db, fx.table, "rk", st.table)
+		placement.Distribute(t, s.db, st.table, "key", "")
+		placement.Distribute(t, s.db, fx.table, "rk", st.table)
 	}
 	return &env{suite: s, storeTable: st, effects: fx}
 }

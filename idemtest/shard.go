@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // The properties of a table with a shard column (idem.WithShardColumn), for
@@ -49,14 +50,14 @@ func (s *suite) shardEnv(t *testing.T, opts ...idem.Option) *shardEnv {
 	st := newStore(t, s.d, s.db, "idem_"+suffix, append([]idem.Option{idem.WithShardColumn(shardKind)}, opts...)...)
 	o := newOrders(t, s, "orders_"+suffix)
 	switch {
-	case sharded(s.d):
-		addVindex(t, s.db, st.table, "shard_key")
-		addVindex(t, s.db, o.table, "customer_id")
+	case placement.Sharded(s.d):
+		placement.AddVindex(t, s.db, st.table, "shard_key")
+		placement.AddVindex(t, s.db, o.table, "customer_id")
 	case s.distributed:
 		// The orders first, as a service's tables are there before
 		// idem's: idem's table joins their co-location group.
-		distribute(t, s.db, o.table, "customer_id", "")
-		distribute(t, s.db, st.table, "shard_key", o.table)
+		placement.Distribute(t, s.db, o.table, "customer_id", "")
+		placement.Distribute(t, s.db, st.table, "shard_key", o.table)
 	}
 	return &shardEnv{suite: s, storeTable: st, orders: o}
 }

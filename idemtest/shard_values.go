@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // The properties of shard values of each kind (idem.ShardKind): a value
@@ -72,10 +73,10 @@ func (s *suite) kindStore(t *testing.T, kind idem.ShardKind, opts ...idem.Option
 	}
 	st := newStore(t, s.d, s.db, "idem_"+randomName(), append([]idem.Option{idem.WithShardColumn(kind)}, opts...)...)
 	switch {
-	case sharded(s.d):
-		addVindex(t, s.db, st.table, "shard_key")
+	case placement.Sharded(s.d):
+		placement.AddVindex(t, s.db, st.table, "shard_key")
 	case s.distributed:
-		distribute(t, s.db, st.table, "shard_key", "")
+		placement.Distribute(t, s.db, st.table, "shard_key", "")
 	}
 	return st
 }

@@ -8,12 +8,13 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // The tables of a property, made through its *sql.DB and dropped at the
 // end of its test: the Store's own, the effects that its requests write
 // beside it, and, for a Store with a shard column, the customers' orders in
-// place of the effects. placement.go shards or distributes them where the
+// place of the effects. internal/placement shards or distributes them where the
 // database is sharded (Vitess) or distributed (Citus).
 
 // storeTable is a Store on a table of its own, migrated.
@@ -80,7 +81,7 @@ func effectKey(key string) string { return hex.EncodeToString([]byte(key)) }
 // one row per run, with the key it ran for and a note, in plain SQL:
 // (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL), k the effectKey.
 //
-// Where the Store's table is sharded or distributed by key (placement.go),
+// Where the Store's table is sharded or distributed by key (internal/placement),
 // the effects also hold the key itself, rk, by which they are placed with
 // the key's record, so that a request's transaction stays on one shard; k
 // is then made from rk, and insertSQL writes rk from the same hex argument,
@@ -96,13 +97,13 @@ type effects struct {
 }
 
 // newEffects creates the effect table named table in db, placed as
-// placement.go says, and drops it at the end of t.
+// internal/placement says, and drops it at the end of t.
 func newEffects(t *testing.T, s *suite, table string) *effects {
 	t.Helper()
-	fx := &effects{table: table, d: s.d, db: s.db, raw: sharded(s.d) || s.distributed}
+	fx := &effects{table: table, d: s.d, db: s.db, raw: placement.Sharded(s.d) || s.distributed}
 	ddl := "CREATE TABLE " + table + " (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"
 	switch {
-	case sharded(s.d):
+	case placement.Sharded(s.d):
 		ddl = "CREATE TABLE " + table + " (rk VARBINARY(550) NOT NULL, k VARCHAR(1100) AS (LOWER(HEX(rk))) STORED NOT NULL, note TEXT NOT NULL)"
 	case fx.raw:
 		ddl = "CREATE TABLE " + table + " (rk bytea NOT NULL, k text GENERATED ALWAYS AS (encode(rk, 'hex')) STORED NOT NULL, note text NOT NULL)"
@@ -111,8 +112,8 @@ func newEffects(t *testing.T, s *suite, table string) *effects {
 		t.Fatal(err)
 	}
 	dropAtEnd(t, s.db, table)
-	if sharded(s.d) {
-		addVindex(t, s.db, table, "rk")
+	if placement.Sharded(s.d) {
+		placement.AddVindex(t, s.db, table, "rk")
 	}
 	return fx
 }
@@ -121,7 +122,7 @@ func newEffects(t *testing.T, s *suite, table string) *effects {
 // key, and the note.
 func (fx *effects) insertSQL() string {
 	switch {
-	case sharded(fx.d):
+	case placement.Sharded(fx.d):
 		// vtgate computes the shard from UNHEX of the argument.
 		return "INSERT INTO " + fx.table + " (rk, note) VALUES (UNHEX(?), ?)"
 	case fx.raw:
@@ -137,7 +138,7 @@ func (fx *effects) count(t *testing.T, key string) int {
 	t.Helper()
 	where := " WHERE k = " + fx.d.Placeholder(1)
 	switch {
-	case sharded(fx.d):
+	case placement.Sharded(fx.d):
 		where = " WHERE rk = UNHEX(?)"
 	case fx.raw:
 		where = " WHERE rk = decode($1, 'hex')"
@@ -162,7 +163,7 @@ const customerType = "BIGINT"
 // orders is a table of customers' orders, placed by customer_id as a real
 // service's effects are, not by the idempotency key: the effect table of a
 // store with a shard column of shardKind, whose records hold the customer
-// id in shard_key. Both tables are placed by customer (placement.go), so
+// id in shard_key. Both tables are placed by customer (internal/placement), so
 // that a customer's records and orders live on one shard.
 type orders struct {
 	table string

@@ -1,13 +1,13 @@
 package dbtest
 
 import (
-	"context"
 	"database/sql"
 	"os"
 	"sync"
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // EnvCitus names the coordinator of a Citus cluster, PostgreSQL with the
@@ -82,14 +82,8 @@ func IsDistributed(db *sql.DB) bool {
 // request's record and effects live on one worker.
 func Distribute(t testing.TB, db *sql.DB, table, effects string) {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, `SELECT create_distributed_table($1, 'key')`, table); err != nil {
-		t.Fatalf("distribute %s: %v", table, err)
-	}
-	if effects == "" {
-		return
-	}
-	if _, err := db.ExecContext(ctx, `SELECT create_distributed_table($1, 'rk', colocate_with => $2)`, effects, table); err != nil {
-		t.Fatalf("distribute %s: %v", effects, err)
+	placement.Distribute(t, db, table, "key", "")
+	if effects != "" {
+		placement.Distribute(t, db, effects, "rk", table)
 	}
 }

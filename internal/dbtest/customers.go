@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // ShardKind is the kind of the shard column of the tests' stores that
@@ -59,9 +60,9 @@ func SetupByCustomer(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Opti
 	}
 	dropAtEnd(t, db, o.Table)
 	switch {
-	case sharded(d):
-		addVindex(t, db, e.Table, "shard_key")
-		addVindex(t, db, o.Table, "customer_id")
+	case placement.Sharded(d):
+		placement.AddVindex(t, db, e.Table, "shard_key")
+		placement.AddVindex(t, db, o.Table, "customer_id")
 	case IsDistributed(db):
 		// The orders first, as a service's tables are there before
 		// idem's: idem's table joins their co-location group.
@@ -84,8 +85,8 @@ func SetupSharded(t testing.TB, d idem.Dialect, db *sql.DB, kind idem.ShardKind,
 	t.Helper()
 	e := newSharded(t, d, db, "idem_"+RandomName(), kind, opts...)
 	switch {
-	case sharded(d):
-		addVindex(t, db, e.Table, "shard_key")
+	case placement.Sharded(d):
+		placement.AddVindex(t, db, e.Table, "shard_key")
 	case IsDistributed(db):
 		if _, err := db.ExecContext(context.Background(), `SELECT create_distributed_table($1, 'shard_key')`, e.Table); err != nil {
 			t.Fatalf("distribute %s: %v", e.Table, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // Effects is a table of the effects that a test's functions have: one row
@@ -46,7 +47,7 @@ func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects
 	fx := OpenEffects(d, db, table)
 	ddl := "CREATE TABLE " + table + " (k VARCHAR(1100) NOT NULL, note TEXT NOT NULL)"
 	switch {
-	case sharded(d):
+	case placement.Sharded(d):
 		ddl = "CREATE TABLE " + table + " (rk VARBINARY(550) NOT NULL, k VARCHAR(1100) AS (LOWER(HEX(rk))) STORED NOT NULL, note TEXT NOT NULL)"
 	case fx.raw:
 		ddl = "CREATE TABLE " + table + " (rk bytea NOT NULL, k text GENERATED ALWAYS AS (encode(rk, 'hex')) STORED NOT NULL, note text NOT NULL)"
@@ -55,8 +56,8 @@ func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects
 		t.Fatal(err)
 	}
 	dropAtEnd(t, db, table)
-	if sharded(d) {
-		addVindex(t, db, table, "rk")
+	if placement.Sharded(d) {
+		placement.AddVindex(t, db, table, "rk")
 	}
 	return fx
 }
@@ -64,7 +65,7 @@ func NewEffects(t testing.TB, d idem.Dialect, db *sql.DB, table string) *Effects
 // OpenEffects is the effect table named table that NewEffects made, for a
 // process of a test's other than the one that made it.
 func OpenEffects(d idem.Dialect, db *sql.DB, table string) *Effects {
-	return &Effects{Table: table, dialect: d, db: db, raw: sharded(d) || IsDistributed(db)}
+	return &Effects{Table: table, dialect: d, db: db, raw: placement.Sharded(d) || IsDistributed(db)}
 }
 
 // Placeholder is the dialect's n-th bind marker, for statements on the
@@ -97,7 +98,7 @@ func DropProceduresAtEnd(t testing.TB, db *sql.DB, table string) {
 // EffectKey of the key, and the note.
 func (fx *Effects) InsertSQL() string {
 	switch {
-	case sharded(fx.dialect):
+	case placement.Sharded(fx.dialect):
 		// vtgate computes the shard from UNHEX of the argument.
 		return "INSERT INTO " + fx.Table + " (rk, note) VALUES (UNHEX(?), ?)"
 	case fx.raw:
@@ -128,7 +129,7 @@ func (fx *Effects) Func(key string, resp idem.Response) idem.Func {
 func (fx *Effects) Count(t testing.TB, key string) int {
 	t.Helper()
 	switch {
-	case sharded(fx.dialect):
+	case placement.Sharded(fx.dialect):
 		// On the key's shard alone.
 		return fx.count(t, " WHERE rk = UNHEX(?)", EffectKey(key))
 	case fx.raw:
@@ -143,7 +144,7 @@ func (fx *Effects) Delete(t testing.TB, key string) {
 	t.Helper()
 	where := " WHERE k = " + fx.dialect.Placeholder(1)
 	switch {
-	case sharded(fx.dialect):
+	case placement.Sharded(fx.dialect):
 		where = " WHERE rk = UNHEX(?)" // on the key's shard alone
 	case fx.raw:
 		where = " WHERE rk = decode($1, 'hex')"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // Env is one test's store, on a table of its own, and an effect table
@@ -37,8 +38,8 @@ func Setup(t testing.TB, d idem.Dialect, db *sql.DB, opts ...idem.Option) *Env {
 		t.Fatalf("Migrate: %v", err)
 	}
 	dropAtEnd(t, db, e.Table)
-	if sharded(d) {
-		addVindex(t, db, e.Table, "`key`")
+	if placement.Sharded(d) {
+		placement.AddVindex(t, db, e.Table, "`key`")
 	}
 	if d.Name() == "mysql" {
 		// The MySQL dialect's Migrate creates the claim's procedures too.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/internal/placement"
 )
 
 // EnvVitess names Vitess's vtgate, which scripts/test starts only when
@@ -44,25 +45,13 @@ func SkipMissingVitess(t *testing.T) {
 	}
 }
 
-// sharded says whether d runs on a sharded keyspace, where each table a
-// test makes needs a vindex before vtgate lets a statement at it.
-func sharded(d idem.Dialect) bool { return d.Name() == "vitess" }
-
-// vschemaLock serializes the ALTER VSCHEMA statements of one vtgate:
-// vtgate saves the keyspace's VSchema with a check of its version, but
-// then writes the VSchema that it serves as it has it, so that of two
-// changes at once the second may be lost there. Packages test at once, so
-// the lock is vtgate's (GET_LOCK, which it holds on one shard for the
-// session that took it).
-const vschemaLock = "idem_test_vschema"
-
 // AddVindex shards table, on Vitess's keyspace, by column with the
 // keyspace's xxhash vindex, and takes the table out of the VSchema at the
 // end of t, before a cleanup registered earlier drops it: for a test's own
 // tables beside those of Setup, which it shards itself.
 func AddVindex(t testing.TB, db *sql.DB, table, column string) {
 	t.Helper()
-	addVindex(t, db, table, column)
+	placement.AddVindex(t, db, table, column)
 }
 
 // ShardOf returns the shard of Vitess's keyspace, such as "-80", where the
@@ -74,33 +63,4 @@ func ShardOf(ctx context.Context, q interface {
 	var shard string
 	err := q.QueryRowContext(ctx, "SELECT shard FROM xxhash WHERE id = ?", value).Scan(&shard)
 	return shard, err
-}
-
-func addVindex(t testing.TB, db *sql.DB, table, column string) {
-	t.Helper()
-	alterVSchema(t, db, "ALTER VSCHEMA ON "+table+" ADD VINDEX xxhash("+column+") USING xxhash")
-	t.Cleanup(func() { alterVSchema(t, db, "ALTER VSCHEMA DROP TABLE "+table) })
-}
-
-// alterVSchema runs one ALTER VSCHEMA statement under vschemaLock.
-func alterVSchema(t testing.TB, db *sql.DB, stmt string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('"+vschemaLock+"', 60)").Scan(&got); err != nil || got.Int64 != 1 {
-		t.Fatalf("GET_LOCK(%s) = %v, %v", vschemaLock, got, err)
-	}
-	defer func() {
-		if _, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK('"+vschemaLock+"')"); err != nil {
-			t.Errorf("RELEASE_LOCK(%s): %v", vschemaLock, err)
-		}
-	}()
-	if _, err := conn.ExecContext(ctx, stmt); err != nil {
-		t.Fatalf("%s: %v", stmt, err)
-	}
 }

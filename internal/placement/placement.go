@@ -1,43 +1,44 @@
-package idemtest
+// Package placement puts the tables that tests make where docs/scaling.md
+// tells an operator to put idem's: on Vitess's sharded keyspace, a table
+// needs a vindex before vtgate lets a statement at it; on a Citus
+// coordinator, a table is distributed over the workers, co-located with
+// the table whose rows share its transactions. Elsewhere tables stay as
+// they are made. The server harness (internal/dbtest) and the published
+// properties of idemtest both place their tables with it, so that the two
+// agree with each other and with the docs.
+package placement
 
 import (
 	"context"
 	"database/sql"
 	"testing"
 
-	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/dialect"
 )
 
-// Where a property's tables live on a database that spreads a table over
-// shards, as docs/scaling.md tells an operator to place them: a request's
-// record and its effects on one shard, so that its transaction stays there.
-// Through idem.Vitess(), the keyspace is sharded and every table needs a
-// vindex before vtgate lets a statement at it; on a Citus coordinator, the
-// tables are distributed over the workers, co-located. Elsewhere the
-// tables stay as they are made.
-
-// sharded says whether d runs on Vitess's sharded keyspace.
-func sharded(d idem.Dialect) bool { return d.Name() == "vitess" }
+// Sharded says whether d runs on Vitess's sharded keyspace, where every
+// table needs a vindex (AddVindex).
+func Sharded(d dialect.Dialect) bool { return d.Name() == "vitess" }
 
 // vschemaLock serializes the ALTER VSCHEMA statements sent to one vtgate:
 // vtgate saves the keyspace's VSchema with a check of its version, but then
 // writes the VSchema that it serves as it has it, so that of two changes at
 // once the second may be lost there. Test binaries run at once, so the lock
 // is vtgate's (GET_LOCK, which it holds on one shard for the session that
-// took it), under the name that the other tests of this module take too.
+// took it).
 const vschemaLock = "idem_test_vschema"
 
-// addVindex shards table on Vitess's keyspace by column with the keyspace's
+// AddVindex shards table on Vitess's keyspace by column with the keyspace's
 // xxhash vindex, and takes the table out of the VSchema at the end of t,
-// before the cleanup that drops it, which was registered first.
-func addVindex(t *testing.T, db *sql.DB, table, column string) {
+// before a cleanup registered earlier drops it.
+func AddVindex(t testing.TB, db *sql.DB, table, column string) {
 	t.Helper()
 	alterVSchema(t, db, "ALTER VSCHEMA ON "+table+" ADD VINDEX xxhash("+column+") USING xxhash")
 	t.Cleanup(func() { alterVSchema(t, db, "ALTER VSCHEMA DROP TABLE "+table) })
 }
 
 // alterVSchema runs one ALTER VSCHEMA statement under vschemaLock.
-func alterVSchema(t *testing.T, db *sql.DB, stmt string) {
+func alterVSchema(t testing.TB, db *sql.DB, stmt string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
@@ -59,12 +60,12 @@ func alterVSchema(t *testing.T, db *sql.DB, stmt string) {
 	}
 }
 
-// citusCoordinator reports whether db, reached through d, is the
+// CitusCoordinator reports whether db, reached through d, is the
 // coordinator of a Citus cluster that can distribute a table: a PostgreSQL
 // database with the citus extension and an active node that takes shards.
 // A PostgreSQL with the extension and no such node keeps its tables as
 // they are, as every other database does.
-func citusCoordinator(t *testing.T, d idem.Dialect, db *sql.DB) bool {
+func CitusCoordinator(t testing.TB, d dialect.Dialect, db *sql.DB) bool {
 	t.Helper()
 	if d.Name() != "postgres" {
 		return false
@@ -84,9 +85,9 @@ func citusCoordinator(t *testing.T, d idem.Dialect, db *sql.DB) bool {
 	return nodes
 }
 
-// distribute spreads a table over the Citus workers by column, in the
+// Distribute spreads table over the Citus workers by column, in the
 // co-location group of colocateWith's where that is not empty.
-func distribute(t *testing.T, db *sql.DB, table, column, colocateWith string) {
+func Distribute(t testing.TB, db *sql.DB, table, column, colocateWith string) {
 	t.Helper()
 	var err error
 	if colocateWith == "" {
