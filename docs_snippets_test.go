@@ -24,7 +24,8 @@ import (
 // given: the usual values of a service (ctx, db, tx, store, pool, mw, key,
 // hash, reqHash, body), an HTTP request, its recorder and a mux (r, req,
 // rec, mux), a sqlmock (mock), and the handler createOrder with accountOf.
-// docPreludes add the running examples of single documents: the NATS
+// docPreludes add the running examples of single documents: the payment
+// provider of README.md, the NATS
 // message of docs/consumers.md, the example dialect's type sqliteMattn and
 // its helpers in docs/dialects.md, the pgx Store and its values in
 // docs/pgx.md, the order and its helpers in docs/phases.md. The import
@@ -110,6 +111,15 @@ var _ = time.Second
 
 // docPreludes are the names of the running examples of single documents.
 var docPreludes = map[string]string{
+	"README.md": `package snippet
+
+import "context"
+
+// payments is the payment provider of the README's multi-step request.
+var payments interface {
+	Charge(ctx context.Context, key string, cents int64) error
+}
+`,
 	filepath.Join("docs", "consumers.md"): `package snippet
 
 import (
