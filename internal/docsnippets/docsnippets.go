@@ -41,16 +41,21 @@
 // package for a name that turns out to be a variable. Every other error is
 // the snippet's, or the prelude's.
 //
-// The checker uses go/types with the source importer of the standard
-// library, which needs no dependency beyond the module's own: the packages a
-// snippet imports are type-checked from their source, found by the go
-// command in the module of the test (Checker.Dir), and kept for every
-// snippet that the same Checker checks.
+// The checker uses go/types with the importer of the gc compiler's export
+// data, which needs no dependency beyond the module's own: the go command
+// lists the packages a snippet imports, with their dependencies, in the
+// module of the test (Checker.Dir), and hands over their export data, which
+// it builds or finds in its build cache (go list -export), the same that
+// building the module's tests makes; each package is read once for every
+// snippet that the same Checker checks. Type-checking every imported
+// package from its source instead, the standard library's and the
+// drivers' included, took minutes.
 package docsnippets
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -59,6 +64,10 @@ import (
 	"go/scanner"
 	"go/token"
 	"go/types"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -328,9 +337,10 @@ type Checker struct {
 	// one file.
 	Stubs map[string]string
 
-	fset  *token.FileSet
-	src   types.ImporterFrom
-	stubs map[string]*types.Package
+	fset    *token.FileSet
+	gc      types.Importer
+	exports map[string]string // import path to its export data, as go list gave it
+	stubs   map[string]*types.Package
 }
 
 // Check type-checks b and returns its errors, nil when it compiles. A
@@ -442,9 +452,62 @@ func without(p *ast.File, names map[string]bool) *ast.File {
 func (c *Checker) init() {
 	if c.fset == nil {
 		c.fset = token.NewFileSet()
-		c.src = importer.ForCompiler(c.fset, "source", nil).(types.ImporterFrom)
+		c.gc = importer.ForCompiler(c.fset, "gc", c.exportData)
+		c.exports = map[string]string{}
 		c.stubs = map[string]*types.Package{}
 	}
+}
+
+// exportData opens the export data of path for the gc importer, listing it
+// first (list) where no earlier list found it: the packages of the import
+// table are listed at once, on the first import, and their dependencies
+// with them.
+func (c *Checker) exportData(path string) (io.ReadCloser, error) {
+	if _, ok := c.exports[path]; !ok {
+		imports := c.Imports
+		if imports == nil {
+			imports = Imports
+		}
+		paths := []string{path}
+		if len(c.exports) == 0 {
+			paths = append(paths, slices.Sorted(maps.Values(imports))...)
+		}
+		if err := c.list(paths); err != nil {
+			return nil, err
+		}
+	}
+	file := c.exports[path]
+	if file == "" {
+		return nil, fmt.Errorf("no export data for %s in the module of %s: is it among the module's dependencies?", path, c.Dir)
+	}
+	return os.Open(file)
+}
+
+// list asks the go command, in c.Dir, for the export data of paths and of
+// their dependencies. A path the module does not have is listed without
+// export data, and fails when a snippet imports it.
+func (c *Checker) list(paths []string) error {
+	cmd := exec.Command("go", append([]string{"list", "-e", "-deps", "-export", "-json=ImportPath,Export"}, paths...)...)
+	cmd.Dir = c.Dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go list -export %s: %v: %s", strings.Join(paths, " "), err, stderr.Bytes())
+	}
+	for d := json.NewDecoder(bytes.NewReader(out)); d.More(); {
+		var p struct{ ImportPath, Export string }
+		if err := d.Decode(&p); err != nil {
+			return fmt.Errorf("go list -export: %w", err)
+		}
+		c.exports[p.ImportPath] = p.Export
+	}
+	for _, p := range paths {
+		if _, ok := c.exports[p]; !ok {
+			c.exports[p] = "" // listed, without export data
+		}
+	}
+	return nil
 }
 
 func (c *Checker) parse(name, src string) (*ast.File, error) {
@@ -477,8 +540,8 @@ func ignored(err error) bool {
 	return strings.Contains(te.Msg, "declared and not used") || strings.Contains(te.Msg, "imported and not used")
 }
 
-// importFrom imports a stub from its source, and any other package through
-// the source importer, from c.Dir whatever directory the file is in: a
+// importFrom imports a stub from its source, and any other package from its
+// export data, listed in c.Dir whatever directory the file is in: a
 // document outside the module of the test is checked in that module.
 func (c *Checker) importFrom(path string) (*types.Package, error) {
 	if src, ok := c.Stubs[path]; ok {
@@ -497,7 +560,7 @@ func (c *Checker) importFrom(path string) (*types.Package, error) {
 		c.stubs[path] = p
 		return p, nil
 	}
-	return c.src.ImportFrom(path, c.Dir, 0)
+	return c.gc.Import(path)
 }
 
 type importerFunc func(path string) (*types.Package, error)
