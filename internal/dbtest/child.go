@@ -68,13 +68,58 @@ func StartChild(t testing.TB, test, point string, line func(string), env ...stri
 }
 
 // Kill kills cmd with SIGKILL, so that no deferred function of its runs,
-// and waits for it to end.
+// and waits for it to end, and for the database to end its transactions
+// (waitSessionsEnded): what comes next in a test meets a process that is
+// dead on both sides of its connections.
 func Kill(t testing.TB, cmd *exec.Cmd) {
 	t.Helper()
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	waitSessionsEnded(t, cmd.Env)
+}
+
+// waitSessionsEnded waits until PostgreSQL has ended the transactions of a
+// child killed with the environment env, which ChildEnv names on the
+// server (childApp). The server ends them once it reads the end of the
+// dead process's connections, a moment after the process is gone, and
+// until then they hold their locks: a claim or a takeover of the dead
+// process's key, which tries the key's advisory lock without waiting,
+// would find the key held by a live runner, where a test wants it
+// abandoned. The MySQL family's statements wait for a record's lock, so
+// that a lingering session only delays them, and SQLite's writer dies with
+// its process.
+func waitSessionsEnded(t testing.TB, env []string) {
+	t.Helper()
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	app := vars[childApp]
+	if vars[childDialect] != "postgres" || app == "" {
+		return
+	}
+	db, err := sql.Open(vars[childDriver], vars[childDSN])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle' AND pid <> pg_backend_pid()`, app).Scan(&n)
+		switch {
+		case err != nil:
+			t.Fatalf("look for the killed process's sessions: %v", err)
+		case n == 0:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("30 s after its death, the killed process still has %d sessions in a transaction", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // DieAt returns the function that a child process calls at each point it
@@ -96,19 +141,42 @@ const (
 	childDialect = "IDEM_CHILD_DIALECT"
 	childTable   = "IDEM_CHILD_TABLE"
 	childEffects = "IDEM_CHILD_EFFECTS"
+	// childApp is the application_name of a child's sessions on
+	// PostgreSQL, which Kill waits to see ended.
+	childApp = "IDEM_CHILD_APP"
 )
 
 // ChildEnv returns the variables that give a child process e's database,
 // opened with driver, its store's table and its effect table, for
 // OpenChild.
 func (e *Env) ChildEnv(driver string) []string {
+	dsn, app := e.DSN, ""
+	if e.Dialect.Name() == "postgres" {
+		// The child's sessions carry a name of the Env's, so that Kill
+		// can wait for the server to end them.
+		app = "idem_child_" + e.Table
+		dsn = withParam(dsn, "application_name", app)
+	}
 	return []string{
 		childDriver + "=" + driver,
-		childDSN + "=" + e.DSN,
+		childDSN + "=" + dsn,
 		childDialect + "=" + e.Dialect.Name(),
 		childTable + "=" + e.Table,
 		childEffects + "=" + e.Effects.Table,
+		childApp + "=" + app,
 	}
+}
+
+// withParam adds name=value to dsn, a URL (postgres://...?sslmode=disable)
+// or a list of keywords (host=... dbname=...), as lib/pq and pgx read both.
+func withParam(dsn, name, value string) string {
+	switch {
+	case !strings.Contains(dsn, "://"):
+		return dsn + " " + name + "=" + value
+	case strings.Contains(dsn, "?"):
+		return dsn + "&" + name + "=" + value
+	}
+	return dsn + "?" + name + "=" + value
 }
 
 // OpenChild opens, in a child process, the database that its parent's
