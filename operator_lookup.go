@@ -68,7 +68,7 @@ func (s *Store) lookupWith(ctx context.Context, find findFunc, key string) (Resu
 	k := []byte(key)
 	rec, err := find(ctx, k, shard)
 	if err != nil {
-		return Result{}, fmt.Errorf("idem: lookup: %w", err)
+		return Result{}, s.wrap("lookup", err)
 	}
 	if rec == nil || !rec.live(s.clock().UnixMicro()) {
 		return Result{}, ErrNotFound

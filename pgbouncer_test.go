@@ -3,7 +3,15 @@ package idem_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/lib/pq"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/dbtest"
@@ -60,4 +68,141 @@ func TestPgBouncerPreparedStatements(t *testing.T) {
 			dbtest.WantPreparedStatementClash(t, err, e.EffectCount(t, "k1"))
 		})
 	}
+}
+
+// TestPgBouncerLibPqBinaryParameters shows why lib/pq needs
+// binary_parameters=yes behind PgBouncer in transaction pooling mode. Out
+// of a transaction, lib/pq sends a statement with values in two round
+// trips by default: the Parse of the unnamed statement, ended by a Sync,
+// and then its Bind and Execute. After the Sync the client holds no
+// transaction, and PgBouncer may hand the server session to another
+// client, whose own Parse replaces the unnamed statement there. Through a
+// pool of one server session, a client's Lookup, which reads outside any
+// transaction, is held between its two round trips (bindGate) while
+// another client runs a statement of three values: the Bind of Lookup's
+// one value then meets the other client's statement, and PostgreSQL
+// refuses it (08P01, or 26000 where the session has no unnamed statement);
+// had both statements taken as many values, it would have run the other
+// one. With binary_parameters=yes, lib/pq sends the Parse, the Bind and the
+// Execute in one round trip, which nothing comes between, and Lookup
+// answers with the stored response. Lookup's error names the setting.
+func TestPgBouncerLibPqBinaryParameters(t *testing.T) {
+	if dbtest.PgBouncerDSN() == "" {
+		t.Skip(dbtest.SkipPgBouncerReason)
+	}
+	for _, binary := range []bool{false, true} {
+		name := "default"
+		if binary {
+			name = dbtest.PqPoolerParams
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e := setup(t, dbtest.PgBouncerTargets()[0])
+			res, err := e.Store.DoTx(ctx, e.DB, nil, "k", hashA, e.Effect("k", created))
+			wantOutcome(t, res, err, idem.Claimed)
+
+			single := dbtest.PgBouncerSingleSession(t, "postgres")
+			if binary {
+				single = dbtest.WithParams(single, dbtest.PqPoolerParams)
+			}
+			connector, err := pq.NewConnector(single)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := &bindGate{held: make(chan struct{}), release: make(chan struct{})}
+			connector.Dialer(gate)
+			held := sql.OpenDB(connector)
+			other, err := sql.Open("postgres", single)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, db := range []*sql.DB{held, other} {
+				db.SetMaxOpenConns(1)
+				t.Cleanup(func() { db.Close() })
+				if err := db.PingContext(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gate.armed.Store(true)
+
+			type answer struct {
+				res idem.Result
+				err error
+			}
+			looked := make(chan answer, 1)
+			go func() {
+				res, err := e.Store.Lookup(ctx, held, "k")
+				looked <- answer{res, err}
+			}()
+			var got answer
+			select {
+			case <-gate.held: // between the Parse and the Bind
+				var a, b, c string
+				if err := other.QueryRowContext(ctx, "SELECT $1::text, $2::text, $3::text", "x", "y", "z").Scan(&a, &b, &c); err != nil {
+					t.Fatalf("the other client's statement: %v", err)
+				}
+				close(gate.release)
+				got = <-looked
+			case got = <-looked: // in one round trip
+				close(gate.release)
+			}
+
+			if binary {
+				wantOutcome(t, got.res, got.err, idem.Replay)
+				sameResponse(t, got.res.Response, created)
+				return
+			}
+			var pqErr *pq.Error
+			if !errors.As(got.err, &pqErr) || (pqErr.Code != "08P01" && pqErr.Code != "26000") {
+				t.Fatalf("Lookup held between its Parse and its Bind: %v, %v; want SQLSTATE 08P01 or 26000", got.res.Outcome, got.err)
+			}
+			if !strings.Contains(got.err.Error(), dbtest.PqPoolerParams) {
+				t.Errorf("Lookup's error %q does not name %s", got.err, dbtest.PqPoolerParams)
+			}
+		})
+	}
+}
+
+// bindGate dials lib/pq's connections, and once armed, holds the first
+// write that begins with a Bind message ('B') until release is closed,
+// after closing held: the second round trip of a statement that lib/pq
+// sends in two.
+type bindGate struct {
+	armed   atomic.Bool
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (g *bindGate) Dial(network, address string) (net.Conn, error) {
+	return g.DialContext(context.Background(), network, address)
+}
+
+func (g *bindGate) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return g.DialContext(ctx, network, address)
+}
+
+func (g *bindGate) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	return gatedConn{Conn: c, g: g}, nil
+}
+
+type gatedConn struct {
+	net.Conn
+	g *bindGate
+}
+
+func (c gatedConn) Write(p []byte) (int, error) {
+	if c.g.armed.Load() && len(p) > 0 && p[0] == 'B' {
+		c.g.once.Do(func() {
+			close(c.g.held)
+			<-c.g.release
+		})
+	}
+	return c.Conn.Write(p)
 }

@@ -305,27 +305,34 @@ func (postgres) Classify(err error) ErrorKind {
 }
 
 // PostgreSQL error codes that Hint explains: a named prepared statement
-// that the session has already, or has not.
+// that the session has already, or has not, and a Bind that does not fit
+// the session's unnamed statement.
 const (
 	pgDuplicatePreparedStatement = "42P05"
 	pgInvalidStatementName       = "26000"
+	pgProtocolViolation          = "08P01"
 )
 
 // Hint names the database family of an error that is not PostgreSQL's, and
-// explains the errors of a driver's prepared statements behind a pooler.
-// idem's statements prepare no names of their own: a driver that prepares
-// and caches them (pgx by default) meets, behind a pooler in transaction
-// mode, a session where another client's driver prepared the same name
-// (42P05), or one without the name it prepared in another session (26000).
-// Only the driver can avoid it, with a setting the error cannot give,
-// so the hint names it.
+// explains the errors of a driver's statements behind a pooler in
+// transaction mode, which may give the server session to another client
+// between two of the driver's round trips. idem's statements prepare no
+// names of their own: a driver that prepares and caches them (pgx by
+// default) meets a session where another client's driver prepared the
+// same name (42P05), or one without the name it prepared in another
+// session (26000); and a driver that sends a statement's Parse and its
+// Bind in two round trips (lib/pq by default, outside a transaction) meets
+// another client's unnamed statement (08P01, when the numbers of values
+// differ) or none (26000). Only the driver can avoid it, with a setting
+// the error cannot give, so the hint names both.
 func (postgres) Hint(err error) string {
 	var e interface{ SQLState() string }
 	if errors.As(err, &e) {
 		switch e.SQLState() {
-		case pgDuplicatePreparedStatement, pgInvalidStatementName:
-			return "the driver's prepared statements met another client's session: behind a pooler in transaction mode, " +
-				"such as PgBouncer, open pgx with default_query_exec_mode=exec, as idem's docs/pgx.md says"
+		case pgDuplicatePreparedStatement, pgInvalidStatementName, pgProtocolViolation:
+			return "the driver's statements met another client's session: behind a pooler in transaction mode, " +
+				"such as PgBouncer, open pgx with default_query_exec_mode=exec and lib/pq with binary_parameters=yes, " +
+				"as idem's docs/operations.md says"
 		}
 	}
 	return wrongServer(err, "PostgreSQL")

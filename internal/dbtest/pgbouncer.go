@@ -34,19 +34,29 @@ const PgBouncerSingleDB = "idem_test_single"
 // the unnamed statement, in one round trip still.
 const PgxPoolerParams = "default_query_exec_mode=exec"
 
+// PqPoolerParams is what lib/pq needs in the DSN behind a pooler in
+// transaction mode: out of a transaction, lib/pq sends a statement with
+// values in two round trips by default, the Parse of the unnamed statement
+// and then its Bind, and the pooler may give the server session to another
+// client between the two, whose own statement the Bind then meets
+// (TestPgBouncerLibPqBinaryParameters). binary_parameters=yes sends the
+// Parse, the Bind and the Execute in one round trip.
+const PqPoolerParams = "binary_parameters=yes"
+
 // PgBouncer runs the tests that show idem behind a pooler, which name it
 // themselves: the conformance suite and the contention test. It is not one
 // of Servers, so the other tests leave it out.
 
 // PgBouncerServers lists PgBouncer when its variable is set, through lib/pq
-// and through pgx's database/sql driver, with PgxPoolerParams.
+// with PqPoolerParams and through pgx's database/sql driver with
+// PgxPoolerParams.
 func PgBouncerServers() []Server {
 	dsn := os.Getenv(EnvPgBouncer)
 	if dsn == "" {
 		return nil
 	}
 	return []Server{
-		{Name: "postgres/pgbouncer/pq", Family: "postgres", Dialect: idem.Postgres(), Driver: "postgres", DSN: dsn},
+		{Name: "postgres/pgbouncer/pq", Family: "postgres", Dialect: idem.Postgres(), Driver: "postgres", DSN: WithParams(dsn, PqPoolerParams)},
 		{Name: "postgres/pgbouncer/pgx", Family: "postgres", Dialect: idem.Postgres(), Driver: "pgx", DSN: WithParams(dsn, PgxPoolerParams)},
 	}
 }
