@@ -122,15 +122,26 @@ func TestAnswersAsTheTable(t *testing.T) {
 		}
 	}
 
+	// sub runs a subtest, and counts those that ran: a -run that leaves
+	// some out leaves their answers unserved, and the check of the whole
+	// table below is then not made.
+	started, ran := 0, 0
+	sub := func(name string, f func(t *testing.T)) {
+		started++
+		t.Run(name, func(t *testing.T) {
+			ran++
+			f(t)
+		})
+	}
 	for o, a := range table.Outcomes {
-		t.Run("outcome/"+o.String(), func(t *testing.T) {
+		sub("outcome/"+o.String(), func(t *testing.T) {
 			res, rerr = idem.Result{Outcome: o, Response: stored}, nil
 			for path := range methods {
 				check(t, path, "k", "alice", a)
 			}
 		})
 	}
-	t.Run("outcome/undefined", func(t *testing.T) {
+	sub("outcome/undefined", func(t *testing.T) {
 		res, rerr = idem.Result{}, nil
 		want, _ := table.Outcome(0)
 		for path := range methods {
@@ -146,13 +157,13 @@ func TestAnswersAsTheTable(t *testing.T) {
 			errs[sentinel] = rules.Default
 		}
 		for sentinel, want := range errs {
-			t.Run(path+"/"+sentinel.Error(), func(t *testing.T) {
+			sub(path+"/"+sentinel.Error(), func(t *testing.T) {
 				res, rerr = idem.Result{}, fmt.Errorf("idem: wrapped: %w", sentinel)
 				check(t, path, "k", "alice", want)
 			})
 		}
 	}
-	t.Run("before the runner", func(t *testing.T) {
+	sub("before the runner", func(t *testing.T) {
 		res, rerr = idem.Result{}, errors.New("the runner must not be reached")
 		for path := range methods {
 			check(t, path, "", "alice", table.KeyRequired)
@@ -160,6 +171,10 @@ func TestAnswersAsTheTable(t *testing.T) {
 			check(t, path, "k", "", table.ClientUnknown)
 		}
 	})
+	if ran < started {
+		t.Logf("%d of %d subtests ran: not checking that every answer of the table was served", ran, started)
+		return
+	}
 	for _, a := range table.All {
 		if !answered[a] {
 			t.Errorf("no call got the table's %s: the test does not hold the interceptor to it", a.Reason)

@@ -103,15 +103,26 @@ func TestAnswersAsTheTable(t *testing.T) {
 		}
 	}
 
+	// sub runs a subtest, and counts those that ran: a -run that leaves
+	// some out leaves their answers unserved, and the check of the whole
+	// table below is then not made.
+	started, ran := 0, 0
+	sub := func(name string, f func(t *testing.T)) {
+		started++
+		t.Run(name, func(t *testing.T) {
+			ran++
+			f(t)
+		})
+	}
 	for o, a := range answer.Outcomes {
-		t.Run("outcome/"+o.String(), func(t *testing.T) {
+		sub("outcome/"+o.String(), func(t *testing.T) {
 			res, rerr = idem.Result{Outcome: o, Response: stored}, nil
 			for path := range handlers {
 				check(t, path, "k", "alice", a)
 			}
 		})
 	}
-	t.Run("outcome/undefined", func(t *testing.T) {
+	sub("outcome/undefined", func(t *testing.T) {
 		res, rerr = idem.Result{}, nil
 		want, _ := answer.Outcome(0)
 		for path := range handlers {
@@ -130,13 +141,13 @@ func TestAnswersAsTheTable(t *testing.T) {
 			errs[sentinel] = c.rules.Default
 		}
 		for sentinel, want := range errs {
-			t.Run(c.path+"/"+sentinel.Error(), func(t *testing.T) {
+			sub(c.path+"/"+sentinel.Error(), func(t *testing.T) {
 				res, rerr = idem.Result{}, fmt.Errorf("idem: wrapped: %w", sentinel)
 				check(t, c.path, "k", "alice", want)
 			})
 		}
 	}
-	t.Run("before the runner", func(t *testing.T) {
+	sub("before the runner", func(t *testing.T) {
 		res, rerr = idem.Result{}, errors.New("the runner must not be reached")
 		for path := range handlers {
 			check(t, path, "", "alice", answer.KeyRequired)
@@ -144,6 +155,10 @@ func TestAnswersAsTheTable(t *testing.T) {
 			check(t, path, "k", "", answer.ClientUnknown)
 		}
 	})
+	if ran < started {
+		t.Logf("%d of %d subtests ran: not checking that every answer of the table was served", ran, started)
+		return
+	}
 	for _, a := range answer.All {
 		if !answered[a] {
 			t.Errorf("no request got the table's %s: the test does not hold the middleware to it", a.Slug)

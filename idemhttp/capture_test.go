@@ -72,10 +72,13 @@ func TestCaptureBehavesLikeNetHTTP(t *testing.T) {
 						c.status, c.body, c.contentType, c.location, i == 1 && c.replays)
 				}
 			}
+			if c.path == "/no-content" {
+				// The first request ran the handler; the replay did not.
+				if err := <-writeErr; !errors.Is(err, http.ErrBodyNotAllowed) {
+					t.Errorf("Write after 204 = %v, want http.ErrBodyNotAllowed", err)
+				}
+			}
 		})
-	}
-	if err := <-writeErr; !errors.Is(err, http.ErrBodyNotAllowed) {
-		t.Errorf("Write after 204 = %v, want http.ErrBodyNotAllowed", err)
 	}
 
 	t.Run("/trailers", func(t *testing.T) {
