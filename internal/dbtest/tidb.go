@@ -11,7 +11,7 @@ import (
 )
 
 // EnvTiDB names TiDB's server, which scripts/test starts only when asked
-// (see the README): building it takes minutes.
+// (see docs/testing.md): building it takes minutes.
 const EnvTiDB = "IDEM_TIDB_DSN" // user@tcp(host:port)/db
 
 // TiDB runs the tests that show the TiDB dialect's contract, which name it
@@ -69,7 +69,7 @@ func SkipMissingTiDB(t *testing.T) {
 	t.Helper()
 	if os.Getenv(EnvTiDB) == "" {
 		t.Run("tidb", func(t *testing.T) {
-			t.Skip(EnvTiDB + " is not set: run scripts/test with TiDB asked for (see the README), which builds and starts it")
+			t.Skip(EnvTiDB + " is not set: run IDEM_TIDB=1 scripts/test, which builds and starts TiDB (docs/testing.md)")
 		})
 	}
 }
