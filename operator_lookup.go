@@ -27,14 +27,14 @@ type Querier interface {
 // *sql.Conn reads as its session does. Read through the primary database:
 // a replica may not have the record yet.
 func (s *Store) Lookup(ctx context.Context, q Querier, key string) (Result, error) {
+	if db, ok := q.(*sql.DB); ok {
+		return lookup(ctx, s, sqlOn(db, nil), key)
+	}
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
 	if isNilQuerier(q) {
 		return Result{}, fmt.Errorf("%w: nil Querier", ErrInvalidArgument)
-	}
-	if db, ok := q.(*sql.DB); ok {
-		return lookup(ctx, s, sqlOn(db, nil), key)
 	}
 	return s.lookupWith(ctx, s.findThrough(querierRow{q}), key)
 }

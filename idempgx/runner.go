@@ -19,10 +19,7 @@ import (
 // It returns nil for a nil pool, so that an adapter given it refuses it at
 // start-up, as it refuses a nil Runner.
 func Runner(store *idem.Store, db *pgxpool.Pool, txOpts pgx.TxOptions) idem.Runner {
-	if db == nil {
-		return nil
-	}
-	return idem.EngineRunner(idem.EngineOf[pgx.Tx](store), poolDB{pool: db, opts: txOpts})
+	return idem.EngineRunner(idem.EngineOf[pgx.Tx](store), pooled(db, txOpts)) // nil for a nil pool
 }
 
 // WithTx returns a copy of ctx that carries tx, for Tx to return: it is
