@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"encoding/json"
 	"os/exec"
 	"slices"
 	"strings"
@@ -68,5 +69,34 @@ func TestClientIsStandardLibraryOnly(t *testing.T) {
 	}
 	if got := strings.Fields(string(out)); len(got) != 1 || got[0] != pkg {
 		t.Errorf("%s and its dependencies outside the standard library: %q, want the package alone", pkg, got)
+	}
+}
+
+// TestRootModuleRequiresNothing reads the root's go.mod, which a service's
+// module graph takes in whole when it requires idem: it must require no
+// module, so that a service that imports idem keeps the versions of its
+// driver, of sqlmock and of everything else that it pinned itself
+// (scripts/check-consumer builds such a service). What needs a driver
+// lives in a module of its own (docs/architecture.md, "The modules").
+func TestRootModuleRequiresNothing(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go command to read go.mod with: %v", err)
+	}
+	out, err := exec.Command("go", "mod", "edit", "-json").Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var mod struct {
+		Module  struct{ Path string }
+		Require []struct{ Path, Version string }
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatal(err)
+	}
+	if mod.Module.Path != "github.com/idemgo/idem" {
+		t.Fatalf("go.mod is the module %q's, want the root's", mod.Module.Path)
+	}
+	for _, r := range mod.Require {
+		t.Errorf("the root module requires %s %s", r.Path, r.Version)
 	}
 }

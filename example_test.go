@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/idemgo/idem"
 )
 
@@ -23,7 +21,7 @@ func openExampleDB() (db *sql.DB, store *idem.Store, cleanup func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	db, err = sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err = sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +85,7 @@ func ExampleStore_Do() {
 		log.Fatal(err)
 	}
 	fmt.Println("orders:", orders)
-	// Output:
+	// Prints:
 	// claimed 201 {"order":1}
 	// replay 201 {"order":1}
 	// mismatch 422
@@ -111,7 +109,7 @@ func ExampleStore_DoTx() {
 		}
 		fmt.Println(res.Outcome, string(res.Response.Body))
 	}
-	// Output:
+	// Prints:
 	// claimed ordered
 	// replay ordered
 }
@@ -137,7 +135,7 @@ func ExampleWithLookupFirst() {
 			log.Fatal(err)
 		}
 	}
-	// Output:
+	// Prints:
 	// claimed after 1 transaction(s)
 	// replay after 0 transaction(s)
 }
@@ -166,7 +164,7 @@ func ExampleRefusable() {
 		log.Fatal(err)
 	}
 	fmt.Println("orders:", orders)
-	// Output:
+	// Prints:
 	// claimed 402 card declined
 	// replay 402 card declined
 	// orders: 0

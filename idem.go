@@ -74,14 +74,27 @@ type Store struct {
 	purgeHeld func(keys [][]byte)
 }
 
+// unwrapHooks takes the test hooks of internal/testhook off d, which only
+// this repository's tests can wrap a dialect in, into c.
+func unwrapHooks(d Dialect, c *config) Dialect {
+	for {
+		switch h := d.(type) {
+		case testhook.LeaseClock:
+			d, c.leaseClock = h.Dialect, h.Offset
+		case testhook.PurgeHeld:
+			d, c.purgeHeld = h.Dialect, h.Held
+		default:
+			return d
+		}
+	}
+}
+
 // New returns a Store that keeps records with dialect d. It validates the
 // options and the dialect's statements; it does not touch the database (see
 // Migrate).
 func New(d Dialect, opts ...Option) (*Store, error) {
 	c := defaultConfig()
-	if moved, ok := d.(testhook.LeaseClock); ok { // only this module's tests can make one
-		d, c.leaseClock = moved.Dialect, moved.Offset
-	}
+	d = unwrapHooks(d, &c)
 	if d == nil {
 		return nil, fmt.Errorf("%w: nil dialect", ErrInvalidArgument)
 	}

@@ -48,7 +48,7 @@ func ExampleIdentityFrom() {
 		log.Fatal(err)
 	}
 	fmt.Println("orders:", n)
-	// Output:
+	// Prints:
 	// placing book for acct_a, request acct_a:order-1
 	// event: claimed for acct_a
 	// placing pen for acct_b, request acct_b:order-1

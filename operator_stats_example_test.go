@@ -53,7 +53,7 @@ func ExampleStore_Stats() {
 		log.Fatal(err)
 	}
 	fmt.Printf("purged %d, %d expired left\n", purged, left)
-	// Output:
+	// Prints:
 	// 1 live, 0 in flight, 2 expired; the oldest claimed 48h0m0s ago
 	// purged 2, 0 expired left
 }

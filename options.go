@@ -44,8 +44,8 @@ type config struct {
 	observers        []func(context.Context, Event)
 	lookupFirst      LookupPolicy
 	lease            time.Duration
-	leaseClock       func() time.Duration // internal/testhook's, and export_test.go's LeaseClock
-	purgeHeld        func(keys [][]byte)  // export_test.go's PurgeHeld
+	leaseClock       func() time.Duration // internal/testhook.LeaseClock
+	purgeHeld        func(keys [][]byte)  // internal/testhook.PurgeHeld
 	shardKind        ShardKind            // WithShardColumn's; zero without one
 }
 

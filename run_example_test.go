@@ -77,7 +77,7 @@ func ExampleStore_Run() {
 		log.Fatal(err)
 	}
 	fmt.Println("orders:", orders, "charges:", len(charges), "mails:", len(mails))
-	// Output:
+	// Prints:
 	// error: idem: step "charge": provider unreachable
 	// claimed 201 ch_1
 	// replay 201 ch_1
@@ -119,7 +119,7 @@ func ExampleUnfinished_ResumeInOlderThan() {
 	for _, u := range list {
 		fmt.Printf("%s at step %s: Resume takes it in %v, ours in %v\n", u.Key, u.Phase, u.ResumeIn, u.ResumeInOlderThan(10*time.Second))
 	}
-	// Output:
+	// Prints:
 	// error: idem: step "charge": provider unreachable
 	// key-1 at step order: Resume takes it in 56s, ours in 6s
 }

@@ -22,7 +22,7 @@ func ExampleWithShardColumn() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func ExampleWithShardColumn() {
 
 	_, err = store.Lookup(context.Background(), db, "key-1")
 	fmt.Println(err != nil)
-	// Output:
+	// Prints:
 	// 7 claimed {"customer":7,"item":"book"}
 	// 7 replay {"customer":7,"item":"book"}
 	// 8 claimed {"customer":8,"item":"lamp"}
@@ -100,7 +100,7 @@ func ExampleShardText() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "tenants.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "tenants.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func ExampleShardText() {
 	request("acme")
 	// 21 bytes, longer than the column's 16.
 	request("acme-and-partners-ltd")
-	// Output:
+	// Prints:
 	// acme claimed invoice of acme
 	// ACME claimed invoice of ACME
 	// acme replay invoice of acme

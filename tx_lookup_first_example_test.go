@@ -38,7 +38,7 @@ func ExampleStore_LooksUpFirst() {
 		order(fmt.Sprintf("order-%d", i+2))
 	}
 	fmt.Println("after 20 new orders:", store.LooksUpFirst())
-	// Output:
+	// Prints:
 	// new store: false
 	// after 31 calls: false
 	// after 32 calls: true

@@ -25,7 +25,7 @@ func ExampleClient_Do() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func ExampleClient_Do() {
 		log.Fatal(err)
 	}
 	fmt.Println("orders:", orders)
-	// Output:
+	// Prints:
 	// 201 order 1
 	// attempts: 2 replayed: true
 	// orders: 1

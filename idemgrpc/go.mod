@@ -3,10 +3,9 @@ module github.com/idemgo/idem/idemgrpc
 go 1.26.0
 
 require (
-	github.com/go-sql-driver/mysql v1.10.1
 	github.com/idemgo/idem v0.1.0
+	github.com/idemgo/idem/idempgx v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/lib/pq v1.12.3
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -14,7 +13,6 @@ require (
 )
 
 require (
-	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
 	"github.com/idemgo/idem/internal/answer"
+	"github.com/idemgo/idem/internal/runnerfuncs"
 )
 
 // TestAnswersAsTheTable holds the middleware to the table of answers that
@@ -36,15 +37,15 @@ func TestAnswersAsTheTable(t *testing.T) {
 		res  idem.Result // what the runner answers
 		rerr error
 	)
-	run := runnerFuncs{
-		doTx: func(ctx context.Context, _ string, _ []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+	run := runnerfuncs.Runner{
+		DoTxFunc: func(ctx context.Context, _ string, _ []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
 			if rerr == nil && res.Outcome == idem.Claimed {
 				resp, err := serve(ctx)
 				return idem.Result{Outcome: idem.Claimed, Response: resp}, err
 			}
 			return res, rerr
 		},
-		run: func(context.Context, string, []byte, []idem.Step) (idem.Result, error) { return res, rerr },
+		RunFunc: func(context.Context, string, []byte, []idem.Step) (idem.Result, error) { return res, rerr },
 	}
 	scope := idemhttp.WithScope(func(r *http.Request) (string, error) {
 		if c := r.Header.Get("X-Client"); c != "" {

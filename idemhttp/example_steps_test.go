@@ -49,7 +49,7 @@ func ExampleMiddleware_Steps() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func ExampleMiddleware_Steps() {
 		log.Fatal(err)
 	}
 	fmt.Printf("orders: %d, provider calls: %d, charges: %d\n", orders, provider.calls, len(provider.charges))
-	// Output:
+	// Prints:
 	// 503 replayed="" Request unfinished
 	// 201 replayed="" {"order":1,"charge":"ch_1"}
 	// 201 replayed="true" {"order":1,"charge":"ch_1"}

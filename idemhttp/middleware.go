@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/internal/answer"
+	"github.com/idemgo/idem/internal/capture"
 )
 
 // WithTx returns a copy of ctx that carries tx, for Tx to return: it is
@@ -371,24 +372,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var c *capture // the attempt that ran last
+	var c *capture.Writer // the attempt that ran last
 	// serve runs one attempt of the handler, with a context that carries
 	// the attempt's transaction.
 	serve := func(ctx context.Context) (idem.Response, error) {
 		// A response is held in memory up to the size the Store stores.
-		c = newCapture(m.store.MaxResponseBytes(), cfg.storedSize)
+		c = capture.New(m.store.MaxResponseBytes(), cfg.storedSize)
 		req := r.WithContext(ctx)
 		req.Body = io.NopCloser(bytes.NewReader(id.body))
 		req.ContentLength = int64(len(id.body))
 		h.next.ServeHTTP(c, req)
-		if c.err != nil {
+		if c.Err() != nil {
 			// Too large, whatever the status: the response was not
 			// kept whole, so there is nothing to send but a problem,
 			// and a stored status must not commit an effect whose
 			// retry could not be answered.
-			return idem.Response{}, c.err
+			return idem.Response{}, c.Err()
 		}
-		resp := c.response()
+		resp := c.Response()
 		// A status that HTTP cannot send is never stored, whatever the
 		// policy: writeResponse answers it, and a retry runs again.
 		if !validStatus(resp.Status) || !cfg.storable(resp.Status) {
@@ -407,9 +408,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// hook is told, as idemgrpc tells it of a handler's error.
 			cfg.report(r, err)
 		}
-		cfg.writeResponse(w, r, c.response(), originUnstored)
+		cfg.writeResponse(w, r, c.Response(), originUnstored)
 	case err == nil && res.Outcome == idem.Claimed:
-		cfg.writeResponse(w, r, c.response(), originStored)
+		cfg.writeResponse(w, r, c.Response(), originStored)
 	case err != nil:
 		cfg.report(r, err)
 		cfg.writeProblem(w, r, failure(err))

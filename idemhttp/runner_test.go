@@ -12,22 +12,8 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/internal/runnerfuncs"
 )
-
-// runnerFuncs is a Runner made of two functions, standing for another
-// driver's.
-type runnerFuncs struct {
-	doTx func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error)
-	run  func(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error)
-}
-
-func (r runnerFuncs) DoTx(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
-	return r.doTx(ctx, key, reqHash, serve)
-}
-
-func (r runnerFuncs) Run(ctx context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
-	return r.run(ctx, key, reqHash, steps)
-}
 
 // TestNewWithRunner serves through a Runner that stands for another
 // driver's DoTx and Run: each gets the key and hash that Identify
@@ -56,8 +42,8 @@ func TestNewWithRunner(t *testing.T) {
 	stored := idem.Response{Status: 201, Body: []byte("stored")}
 	var gotSteps []idem.Step
 	built := []idem.Step{idem.Final("confirm", func(context.Context, *sql.Tx) (idem.Response, error) { return stored, nil })}
-	run := runnerFuncs{
-		doTx: func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
+	run := runnerfuncs.Runner{
+		DoTxFunc: func(ctx context.Context, key string, reqHash []byte, serve func(context.Context) (idem.Response, error)) (idem.Result, error) {
 			gotKey, gotHash = key, reqHash
 			if outcome != idem.Claimed {
 				return idem.Result{Outcome: outcome, Response: stored}, nil
@@ -65,7 +51,7 @@ func TestNewWithRunner(t *testing.T) {
 			resp, err := serve(context.WithValue(ctx, txOfRunner{}, "the runner's transaction"))
 			return idem.Result{Outcome: idem.Claimed, Response: resp}, err
 		},
-		run: func(_ context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
+		RunFunc: func(_ context.Context, key string, reqHash []byte, steps []idem.Step) (idem.Result, error) {
 			gotKey, gotHash, gotSteps = key, reqHash, steps
 			return idem.Result{Outcome: outcome, Response: stored}, nil
 		},
@@ -134,11 +120,11 @@ func TestInFlightRetryAfterLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left time.Duration
-	run := runnerFuncs{
-		doTx: func(context.Context, string, []byte, func(context.Context) (idem.Response, error)) (idem.Result, error) {
+	run := runnerfuncs.Runner{
+		DoTxFunc: func(context.Context, string, []byte, func(context.Context) (idem.Response, error)) (idem.Result, error) {
 			return idem.Result{Outcome: idem.InFlight, LeaseLeft: left}, nil
 		},
-		run: func(context.Context, string, []byte, []idem.Step) (idem.Result, error) {
+		RunFunc: func(context.Context, string, []byte, []idem.Step) (idem.Result, error) {
 			return idem.Result{Outcome: idem.InFlight, LeaseLeft: left}, nil
 		},
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgo/idem/internal/dbtest"
+	"github.com/idemgo/idem/proving/dbtest"
 )
 
 // wantDemo checks the demo's table and its verdict.

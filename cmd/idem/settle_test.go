@@ -16,7 +16,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/idemhttp"
-	"github.com/idemgo/idem/internal/dbtest"
+	"github.com/idemgo/idem/proving/dbtest"
 )
 
 // effects is a table of the effects that the tests' requests have, one row

@@ -13,7 +13,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
-	"github.com/idemgo/idem/internal/dbtest"
+	"github.com/idemgo/idem/proving/dbtest"
 )
 
 // TestShardValue: -shard is read as -shard-column's kind says, and bound as

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idemgo/idem"
-	"github.com/idemgo/idem/internal/dbtest"
+	"github.com/idemgo/idem/proving/dbtest"
 )
 
 // target is one database, and the flags that name it to the command.

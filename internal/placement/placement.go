@@ -3,7 +3,7 @@
 // needs a vindex before vtgate lets a statement at it; on a Citus
 // coordinator, a table is distributed over the workers, co-located with
 // the table whose rows share its transactions. Elsewhere tables stay as
-// they are made. The server harness (internal/dbtest) and the published
+// they are made. The server harness (proving/dbtest) and the published
 // properties of idemtest both place their tables with it, so that the two
 // agree with each other and with the docs.
 package placement

@@ -1,11 +1,11 @@
-// Package testhook gives the tests of this module what the public API must
-// not: a way to move the database clock that the leases of multi-step
+// Package testhook gives the tests of this repository what the public API
+// must not: a way to move the database clock that the leases of multi-step
 // requests run on, so that a test sees a lease run out without waiting for
-// it. Package idemtest, whose properties of Run need it, reaches a Store
-// through the published API alone, so the way is a dialect, which idem.New
-// takes apart: only this module can make one. The root's own tests set the
-// same clock, and a hook into Purge, with the options of its
-// export_test.go.
+// it, and a hook into Purge between a batch's select and its delete. The
+// tests, in the proving ground and in idemtest's properties, reach a Store
+// through the published API alone, so each hook is a dialect, which
+// idem.New takes apart: only packages under github.com/idemgo/idem can
+// make one.
 package testhook
 
 import (
@@ -24,4 +24,15 @@ import (
 type LeaseClock struct {
 	dialect.Dialect
 	Offset func() time.Duration
+}
+
+// PurgeHeld is Dialect with a hook into Purge. Given one, idem.New makes a
+// Store of Dialect whose Purge calls Held with the keys of each batch after
+// the batch's PurgeSelect has read (and, where the database can, locked)
+// them and before its PurgeDelete, in the batch's transaction: a test does
+// there what a claim could do meanwhile. Held must not keep the keys it is
+// given.
+type PurgeHeld struct {
+	dialect.Dialect
+	Held func(keys [][]byte)
 }

@@ -1,0 +1,191 @@
+package idem_test
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/proving/dbtest"
+)
+
+// TestRunLostCommitReply loses the reply to each of Run's commits in turn,
+// after the server committed, on every database: Run settles the commit by
+// a lookup within the same call and goes on, so the request finishes in
+// that call with every phase committed once. A commit that did not happen
+// is run again, and one that lands only after the lookup is taken as this
+// call's own. When the lookup fails as well, Run says that the outcome is
+// unknown and gives its lease up, so that the client's retry resumes the
+// request at once.
+func TestRunLostCommitReply(t *testing.T) {
+	dbtest.ForEachRunTarget(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		e, ctl := lossySetup(t, tg)
+		// run runs a request whose commit at the step named at fails
+		// as mode says; "" is the first transaction, before any step.
+		run := func(key, at string, mode int32) (*order, idem.Result, error) {
+			o := &order{e: e, key: key}
+			lost := false
+			lose := func(step string) { // once: a phase run again commits
+				if step == at && !lost {
+					lost = true
+					ctl.commit.Store(mode)
+				}
+			}
+			lose("")
+			phase := func(name string) func(context.Context, *sql.Tx) error {
+				return func(ctx context.Context, tx *sql.Tx) error {
+					lose(name)
+					return o.phase(name)(ctx, tx)
+				}
+			}
+			steps := []idem.Step{
+				idem.Phase("order", phase("order")),
+				o.steps()[1],
+				idem.Phase("charged", phase("charged")),
+				idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+					return orderResponse, phase("confirm")(ctx, tx)
+				}),
+			}
+			res, err := e.Store.Run(ctx, e.DB, nil, key, dbtest.HashA, steps...)
+			return o, res, err
+		}
+		all := map[string]int{"order": 1, "charged": 1, "confirm": 1}
+		for _, at := range []string{"", "order", "charged", "confirm"} {
+			for _, mode := range []int32{loseReply, dropCommit} {
+				key := "lost-at-" + cmp.Or(at, "begin") + "-" + map[int32]string{loseReply: "landed", dropCommit: "dropped"}[mode]
+				t.Run(key, func(t *testing.T) {
+					o, res, err := run(key, at, mode)
+					if ctl.commit.Load() != 0 {
+						t.Fatal("no commit failed")
+					}
+					dbtest.WantOutcome(t, res, err, idem.Claimed)
+					dbtest.SameResponse(t, res.Response, orderResponse)
+					o.wantPhases(t, all)
+					if n := len(o.calls()); n != 1 {
+						t.Errorf("provider called %d times, want 1", n)
+					}
+				})
+			}
+		}
+
+		// A commit that lands after the lookup that settles it, which
+		// found the record without it: the next attempt of the same call
+		// finds the record under that commit's token and goes on from
+		// there, while another call meets the request in flight (or, once
+		// the final step's commit landed, replays it).
+		for _, at := range []string{"", "order", "charged", "confirm"} {
+			key := "late-at-" + cmp.Or(at, "begin")
+			t.Run(key, func(t *testing.T) {
+				want := idem.InFlight
+				if at == "confirm" {
+					want = idem.Replay
+				}
+				other := make(chan error, 1)
+				ctl.landed = func() {
+					res, err := e.Store.Run(ctx, e.DB, nil, key, dbtest.HashA, (&order{e: e, key: key}).steps()...)
+					if err == nil && res.Outcome != want {
+						err = fmt.Errorf("another call once the commit landed: %v, want %v", res.Outcome, want)
+					}
+					other <- err
+				}
+				defer func() { ctl.landed = nil }()
+				o, res, err := run(key, at, landLate)
+				if ctl.commit.Load() != 0 {
+					t.Fatal("no commit failed")
+				}
+				dbtest.WantOutcome(t, res, err, idem.Claimed)
+				dbtest.SameResponse(t, res.Response, orderResponse)
+				o.wantPhases(t, all)
+				if n := len(o.calls()); n != 1 {
+					t.Errorf("provider called %d times, want 1", n)
+				}
+				select {
+				case err := <-other:
+					if err != nil {
+						t.Error(err)
+					}
+				default:
+					t.Error("the held commit never landed")
+				}
+			})
+		}
+
+		for _, at := range []string{"", "order"} {
+			key := "unknown-at-" + cmp.Or(at, "begin")
+			t.Run(key, func(t *testing.T) {
+				o, _, err := run(key, at, loseReplyAndQueries)
+				ctl.failQueries.Store(false)
+				if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, errReplyLost) {
+					t.Fatalf("Run: %v, want ErrCommitUnknown wrapping the commit's error", err)
+				}
+				// The lease was given up: the retry resumes at once.
+				res, err := o.run(t, dbtest.HashA)
+				dbtest.WantOutcome(t, res, err, idem.Claimed)
+				dbtest.SameResponse(t, res.Response, orderResponse)
+				o.wantPhases(t, all)
+			})
+		}
+	})
+}
+
+// TestRunLostCommitReplyOverTCP cuts the connection between Run and the
+// server at the COMMIT of its first transaction, and at that of a phase:
+// after passing it on, before, or, for the first transaction, passing it on
+// only once Run has looked the record up, found nothing, and sent the claim
+// of its next attempt. Every request finishes in the same call, with each
+// phase committed once and one call to the provider.
+func TestRunLostCommitReplyOverTCP(t *testing.T) {
+	dbtest.ForEachRunTarget(t, func(t *testing.T, tg target) {
+		if tg.Family == "sqlite" {
+			t.Skip("SQLite has no network between the client and the database")
+		}
+		for _, c := range []struct {
+			at   string
+			mode int32
+		}{
+			{"", cutAfterCommit},
+			{"", cutBeforeCommit},
+			{"", cutLateCommit},
+			{"charged", cutAfterCommit},
+			{"charged", cutBeforeCommit},
+		} {
+			name := cmp.Or(c.at, "begin") + map[int32]string{cutAfterCommit: ", the server committed",
+				cutBeforeCommit: ", the commit never arrived", cutLateCommit: ", the commit landed after the lookup"}[c.mode]
+			t.Run(name, func(t *testing.T) {
+				// As in TestLostCommitReplyOverTCP: room for the server to
+				// free the cut session's locks on a loaded machine.
+				e := setup(t, tg, idem.WithLockTimeout(10*time.Second))
+				p, db := e.proxied(t)
+				o := &order{e: e, key: "k"}
+				steps := o.steps()
+				if c.at == "" {
+					p.mode.Store(c.mode)
+				} else {
+					cut := false
+					steps[2] = idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
+						if !cut {
+							cut = true
+							p.mode.Store(c.mode)
+						}
+						return o.phase("charged")(ctx, tx)
+					})
+				}
+				res, err := e.Store.Run(context.Background(), db, nil, o.key, dbtest.HashA, steps...)
+				dbtest.WantOutcome(t, res, err, idem.Claimed)
+				dbtest.SameResponse(t, res.Response, orderResponse)
+				if p.mode.Load() != cutNothing {
+					t.Error("the proxy never saw the COMMIT")
+				}
+				o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+				if n := len(o.calls()); n != 1 {
+					t.Errorf("provider called %d times, want 1", n)
+				}
+			})
+		}
+	})
+}
