@@ -23,7 +23,7 @@ func ExampleUnaryClientInterceptor() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func ExampleUnaryClientInterceptor() {
 		}
 		fmt.Println("order", reply.GetFields()["id"].GetNumberValue(), reply.GetFields()["item"].GetStringValue())
 	}
-	// Output:
+	// Prints:
 	// order 1 book
 	// order 2 kettle
 }

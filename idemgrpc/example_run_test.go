@@ -138,7 +138,7 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	fmt.Printf("orders: %d, provider calls: %d, charges: %d\n", orders, provider.calls, len(provider.charges))
-	// Output:
+	// Prints:
 	// 5b0c: Unavailable "the call stopped before it finished, perhaps after some of its steps were done; retry with the same key: it resumes where it stopped, and no step that was done is done again"
 	// 5b0c: order 1, charge ch_1, replayed []
 	// 5b0c: order 1, charge ch_1, replayed ["true"]

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/structpb"
-	_ "modernc.org/sqlite"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemgrpc"
@@ -99,7 +98,7 @@ func ExampleUnaryServerInterceptor() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "shop.db")+"?_txlock=immediate&_pragma=busy_timeout(5000)") // modernc.org/sqlite
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -160,7 +159,7 @@ func ExampleUnaryServerInterceptor() {
 		log.Fatal(err)
 	}
 	fmt.Println("orders:", n)
-	// Output:
+	// Prints:
 	// order-1 book: order 1, replayed []
 	// order-1 book: order 1, replayed ["true"]
 	// order-1 kettle: FailedPrecondition

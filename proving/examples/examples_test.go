@@ -1,8 +1,8 @@
-// Package examples runs the Example functions of the root module's
-// packages, which need a database and so a driver that the root module
-// does not require: there they compile, and show on pkg.go.dev, with the
-// output that they print written after "// Prints:"; here they run, with
-// that comment read as "// Output:", against SQLite.
+// Package examples runs the Example functions of the published packages
+// that need a database and so a driver, which their modules do not
+// require: there they compile, and show on pkg.go.dev, with the output
+// that they print written after "// Prints:"; here they run, with that
+// comment read as "// Output:", against SQLite.
 package examples_test
 
 import (
@@ -17,9 +17,10 @@ import (
 	"testing"
 )
 
-// packages are the directories, from the repository's root, of the root
-// module's packages whose examples print what they do with a database.
-var packages = []string{".", "idemhttp", "idemclient"}
+// packages are the directories, from the repository's root, of the
+// published packages whose modules require no driver and whose examples
+// print what they do with a database.
+var packages = []string{".", "idemhttp", "idemclient", "idemgrpc"}
 
 // drivers links the drivers that the examples open into their test
 // binary.
