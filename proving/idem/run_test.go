@@ -107,6 +107,19 @@ func (o *order) wantPhases(t *testing.T, want map[string]int) {
 	}
 }
 
+// wantDoneOnce checks that the order's Run answered Claimed with the
+// order's response, each phase committed once, and the provider was
+// called once.
+func (o *order) wantDoneOnce(t *testing.T, res idem.Result, err error) {
+	t.Helper()
+	dbtest.WantOutcome(t, res, err, idem.Claimed)
+	dbtest.SameResponse(t, res.Response, orderResponse)
+	o.wantPhases(t, map[string]int{"order": 1, "charged": 1, "confirm": 1})
+	if n := len(o.calls()); n != 1 {
+		t.Errorf("provider called %d times, want 1", n)
+	}
+}
+
 // TestRunSteps runs a multi-step request to its end, then asks again: the
 // same request replays the stored response without running a step, a
 // different one is a Mismatch, and Do answers from the same record.
