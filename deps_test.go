@@ -76,7 +76,7 @@ func TestClientIsStandardLibraryOnly(t *testing.T) {
 // module graph takes in whole when it requires idem: it must require no
 // module, so that a service that imports idem keeps the versions of its
 // driver, of sqlmock and of everything else that it pinned itself
-// (scripts/check-consumer builds such a service). What needs a driver
+// (proving/check-consumer builds such a service). What needs a driver
 // lives in a module of its own (docs/architecture.md, "The modules").
 func TestRootModuleRequiresNothing(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {

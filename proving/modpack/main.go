@@ -2,7 +2,7 @@
 // out as a module proxy serves them (GOPROXY=file://DIR), each at one
 // version, as its tag would serve it: the module's go.mod, and a zip of the
 // files that git tracks in it, without those of the modules nested in it
-// and of vendor directories. scripts/check-consumer builds consumers
+// and of vendor directories. proving/check-consumer builds consumers
 // against it, to show that the modules can be fetched as users fetch them.
 //
 //	go run ./proving/modpack -version v0.1.0 -out DIR . idemgrpc
