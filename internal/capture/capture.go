@@ -44,8 +44,8 @@ var errHijack = errors.New("idemhttp: a protected request cannot hijack its conn
 // Content-Type is sniffed from the body. Informational (1xx) responses are
 // dropped, since they would reach the client early, and so are trailers. A
 // status that net/http would panic on, outside 100 to 999, is kept as the
-// handler gave it: the middleware never stores it, and writeResponse
-// answers it.
+// handler gave it: the middleware never stores it, and idemhttp's
+// writeResponse answers it.
 type Writer struct {
 	header http.Header // what the handler sees and changes
 	// sent is the header as it was at WriteHeader, with the Content-Type
