@@ -1,23 +1,18 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/proving/dbtest"
+	"github.com/idemgo/idem/proving/fault"
 )
 
 // killSession ends the database session of tx from another connection, as
@@ -102,138 +97,14 @@ func TestDroppedConnection(t *testing.T) {
 	})
 }
 
-// cutProxy is a TCP proxy that can cut a connection at its next COMMIT:
-// after passing the COMMIT on, so that the server commits but its reply is
-// lost, or before, so that nothing commits and the client cannot tell; or it
-// cuts the client off and holds the COMMIT back until another connection
-// sends an INSERT, so that the commit lands after the client gave up on it.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mode   atomic.Int32
-	wg     sync.WaitGroup
-	// insert is closed at the first claim (an INSERT, or MySQL's CALL)
-	// that a connection other than the cut one sends after a
-	// cutLateCommit.
-	insert    chan struct{}
-	insertOne sync.Once
-	holding   atomic.Bool
-}
-
-const (
-	cutNothing = iota
-	cutAfterCommit
-	cutBeforeCommit
-	cutLateCommit
-)
-
-func startProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target, insert: make(chan struct{})}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *cutProxy) serve() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.wg.Add(2)
-		replied := make(chan struct{})
-		go func() { // server to client, as it is
-			defer p.wg.Done()
-			defer close(replied)
-			_, _ = io.Copy(client, server)
-			client.Close()
-		}()
-		go func() { // client to server, watching for COMMIT
-			defer p.wg.Done()
-			defer server.Close()
-			defer client.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := client.Read(buf)
-				if n > 0 {
-					chunk := buf[:n]
-					if p.holding.Load() && isClaim(chunk) {
-						p.insertOne.Do(func() { close(p.insert) })
-					}
-					mode := p.mode.Load()
-					commit := mode != cutNothing && bytes.Contains(bytes.ToLower(chunk), []byte("commit"))
-					if commit && p.mode.CompareAndSwap(mode, cutNothing) && mode == cutBeforeCommit {
-						return
-					}
-					if commit {
-						p.commitCut(client, server, chunk, replied, mode == cutLateCommit)
-						return
-					}
-					if _, werr := server.Write(chunk); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
-// isClaim reports whether chunk, sent by a client, holds a claim: an INSERT,
-// or the CALL of MySQL's claim procedure.
-func isClaim(chunk []byte) bool {
-	c := bytes.ToLower(chunk)
-	return bytes.Contains(c, []byte("insert")) || bytes.Contains(c, []byte("call "))
-}
-
-// commitCut cuts the client off, so that no reply can reach it, then
-// passes the COMMIT on and waits for the server to answer it. With late, it
-// first waits for another connection's claim (that of the client's next
-// attempt, sent after it looked the key up and found nothing). The
-// waits are bounded so that a test that goes wrong ends.
-func (p *cutProxy) commitCut(client, server net.Conn, commit []byte, replied <-chan struct{}, late bool) {
-	client.Close()
-	if late {
-		p.holding.Store(true)
-		select {
-		case <-p.insert:
-		case <-time.After(30 * time.Second):
-		}
-	}
-	if _, err := server.Write(commit); err != nil {
-		return
-	}
-	select {
-	case <-replied:
-	case <-time.After(30 * time.Second):
-	}
-}
-
-// proxied opens e's database through a cutProxy of its own, closed at the
+// proxied opens e's database through a fault.Proxy of its own, closed at the
 // end of t.
-func (e *env) proxied(t *testing.T) (*cutProxy, *sql.DB) {
+func (e *env) proxied(t *testing.T) (*fault.Proxy, *sql.DB) {
 	t.Helper()
-	var p *cutProxy
-	dsn := throughProxy(t, e.tg, e.DSN, func(target string) string {
-		p = startProxy(t, target)
-		return p.ln.Addr().String()
+	var p *fault.Proxy
+	dsn := fault.DSNThrough(t, e.tg.Family, e.DSN, func(target string) string {
+		p = fault.StartProxy(t, target)
+		return p.Addr()
 	})
 	db, err := sql.Open(e.tg.Driver, dsn)
 	if err != nil {
@@ -241,30 +112,6 @@ func (e *env) proxied(t *testing.T) (*cutProxy, *sql.DB) {
 	}
 	t.Cleanup(func() { db.Close() })
 	return p, db
-}
-
-// throughProxy returns tg's data source with the server's address replaced by
-// the proxy's, and the server's address.
-func throughProxy(t *testing.T, tg target, dsn string, proxy func(target string) string) string {
-	t.Helper()
-	switch tg.Family {
-	case "postgres":
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = proxy(u.Host)
-		return u.String()
-	case "mysql":
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Addr = proxy(cfg.Addr)
-		return cfg.FormatDSN()
-	}
-	t.Fatalf("no proxy for %s", tg.Family)
-	return ""
 }
 
 // TestLostCommitReplyOverTCP puts a TCP proxy between DoTx and the server
@@ -277,17 +124,17 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 		}
 		for _, c := range []struct {
 			name string
-			mode int32
+			mode fault.Cut
 			runs int // times fn must run
 		}{
-			{"the server committed", cutAfterCommit, 1},
-			{"the commit never arrived", cutBeforeCommit, 2},
+			{"the server committed", fault.CutAfterCommit, 1},
+			{"the commit never arrived", fault.CutBeforeCommit, 2},
 			// The commit lands after DoTx looked the key up and found
 			// nothing: the next attempt's claim waits for the first
 			// one's session, then finds its record, which is this
 			// request's own, and answers Claimed, not Replay, without
 			// running fn again.
-			{"the commit landed after the lookup", cutLateCommit, 1},
+			{"the commit landed after the lookup", fault.CutLateCommit, 1},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				// When the proxy cuts the connection before the COMMIT,
@@ -304,7 +151,7 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 				res, err := e.Store.DoTx(context.Background(), db, nil, "k", dbtest.HashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 					runs++
 					if runs == 1 {
-						p.mode.Store(c.mode)
+						p.SetCut(c.mode)
 					}
 					return e.Effect("k", dbtest.Created)(ctx, tx)
 				})
@@ -313,7 +160,7 @@ func TestLostCommitReplyOverTCP(t *testing.T) {
 				if runs != c.runs {
 					t.Errorf("fn ran %d times, want %d", runs, c.runs)
 				}
-				if p.mode.Load() != cutNothing {
+				if p.Pending() != fault.CutNothing {
 					t.Error("the proxy never saw the COMMIT")
 				}
 				if n := e.EffectCount(t, "k"); n != 1 {

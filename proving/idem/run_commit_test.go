@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/proving/dbtest"
+	"github.com/idemgo/idem/proving/fault"
 )
 
 // TestRunLostCommitReply loses the reply to each of Run's commits in turn,
@@ -27,13 +28,13 @@ func TestRunLostCommitReply(t *testing.T) {
 		e, ctl := lossySetup(t, tg)
 		// run runs a request whose commit at the step named at fails
 		// as mode says; "" is the first transaction, before any step.
-		run := func(key, at string, mode int32) (*order, idem.Result, error) {
+		run := func(key, at string, mode fault.Commit) (*order, idem.Result, error) {
 			o := &order{e: e, key: key}
 			lost := false
 			lose := func(step string) { // once: a phase run again commits
 				if step == at && !lost {
 					lost = true
-					ctl.commit.Store(mode)
+					ctl.SetCommit(mode)
 				}
 			}
 			lose("")
@@ -55,11 +56,11 @@ func TestRunLostCommitReply(t *testing.T) {
 			return o, res, err
 		}
 		for _, at := range []string{"", "order", "charged", "confirm"} {
-			for _, mode := range []int32{loseReply, dropCommit} {
-				key := "lost-at-" + cmp.Or(at, "begin") + "-" + map[int32]string{loseReply: "landed", dropCommit: "dropped"}[mode]
+			for _, mode := range []fault.Commit{fault.LoseReply, fault.DropCommit} {
+				key := "lost-at-" + cmp.Or(at, "begin") + "-" + map[fault.Commit]string{fault.LoseReply: "landed", fault.DropCommit: "dropped"}[mode]
 				t.Run(key, func(t *testing.T) {
 					o, res, err := run(key, at, mode)
-					if ctl.commit.Load() != 0 {
+					if ctl.Pending() != 0 {
 						t.Fatal("no commit failed")
 					}
 					o.wantDoneOnce(t, res, err)
@@ -80,16 +81,16 @@ func TestRunLostCommitReply(t *testing.T) {
 					want = idem.Replay
 				}
 				other := make(chan error, 1)
-				ctl.landed = func() {
+				ctl.Landed = func() {
 					res, err := e.Store.Run(ctx, e.DB, nil, key, dbtest.HashA, (&order{e: e, key: key}).steps()...)
 					if err == nil && res.Outcome != want {
 						err = fmt.Errorf("another call once the commit landed: %v, want %v", res.Outcome, want)
 					}
 					other <- err
 				}
-				defer func() { ctl.landed = nil }()
-				o, res, err := run(key, at, landLate)
-				if ctl.commit.Load() != 0 {
+				defer func() { ctl.Landed = nil }()
+				o, res, err := run(key, at, fault.LandLate)
+				if ctl.Pending() != 0 {
 					t.Fatal("no commit failed")
 				}
 				o.wantDoneOnce(t, res, err)
@@ -107,9 +108,9 @@ func TestRunLostCommitReply(t *testing.T) {
 		for _, at := range []string{"", "order"} {
 			key := "unknown-at-" + cmp.Or(at, "begin")
 			t.Run(key, func(t *testing.T) {
-				o, _, err := run(key, at, loseReplyAndQueries)
-				ctl.failQueries.Store(false)
-				if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, errReplyLost) {
+				o, _, err := run(key, at, fault.LoseReplyAndQueries)
+				ctl.FailQueries(false)
+				if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, fault.ErrReplyLost) {
 					t.Fatalf("Run: %v, want ErrCommitUnknown wrapping the commit's error", err)
 				}
 				// The lease was given up: the retry resumes at once.
@@ -135,16 +136,16 @@ func TestRunLostCommitReplyOverTCP(t *testing.T) {
 		}
 		for _, c := range []struct {
 			at   string
-			mode int32
+			mode fault.Cut
 		}{
-			{"", cutAfterCommit},
-			{"", cutBeforeCommit},
-			{"", cutLateCommit},
-			{"charged", cutAfterCommit},
-			{"charged", cutBeforeCommit},
+			{"", fault.CutAfterCommit},
+			{"", fault.CutBeforeCommit},
+			{"", fault.CutLateCommit},
+			{"charged", fault.CutAfterCommit},
+			{"charged", fault.CutBeforeCommit},
 		} {
-			name := cmp.Or(c.at, "begin") + map[int32]string{cutAfterCommit: ", the server committed",
-				cutBeforeCommit: ", the commit never arrived", cutLateCommit: ", the commit landed after the lookup"}[c.mode]
+			name := cmp.Or(c.at, "begin") + map[fault.Cut]string{fault.CutAfterCommit: ", the server committed",
+				fault.CutBeforeCommit: ", the commit never arrived", fault.CutLateCommit: ", the commit landed after the lookup"}[c.mode]
 			t.Run(name, func(t *testing.T) {
 				// As in TestLostCommitReplyOverTCP: room for the server to
 				// free the cut session's locks on a loaded machine.
@@ -153,19 +154,19 @@ func TestRunLostCommitReplyOverTCP(t *testing.T) {
 				o := &order{e: e, key: "k"}
 				steps := o.steps()
 				if c.at == "" {
-					p.mode.Store(c.mode)
+					p.SetCut(c.mode)
 				} else {
 					cut := false
 					steps[2] = idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
 						if !cut {
 							cut = true
-							p.mode.Store(c.mode)
+							p.SetCut(c.mode)
 						}
 						return o.phase("charged")(ctx, tx)
 					})
 				}
 				res, err := e.Store.Run(context.Background(), db, nil, o.key, dbtest.HashA, steps...)
-				if p.mode.Load() != cutNothing {
+				if p.Pending() != fault.CutNothing {
 					t.Error("the proxy never saw the COMMIT")
 				}
 				o.wantDoneOnce(t, res, err)

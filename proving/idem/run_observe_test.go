@@ -127,9 +127,7 @@ func TestRunObserved(t *testing.T) {
 func TestRunTxOptions(t *testing.T) {
 	dbtest.ForEachRunTarget(t, func(t *testing.T, tg target) {
 		e, ctl := lossySetup(t, tg)
-		ctl.mu.Lock()
-		ctl.began = nil
-		ctl.mu.Unlock()
+		ctl.ResetBegan()
 		var levels []string
 		seen := func(ctx context.Context, tx *sql.Tx) error {
 			if tg.Family != "postgres" {
@@ -150,9 +148,7 @@ func TestRunTxOptions(t *testing.T) {
 			idem.Phase("one", seen),
 			idem.Final("two", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) { return dbtest.Created, seen(ctx, tx) }))
 		dbtest.WantOutcome(t, res, err, idem.Claimed)
-		ctl.mu.Lock()
-		began := ctl.began
-		ctl.mu.Unlock()
+		began := ctl.Began()
 		if len(began) != 3 {
 			t.Errorf("%d transactions begun, want 3: the first and one per step", len(began))
 		}

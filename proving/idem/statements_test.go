@@ -15,6 +15,7 @@ import (
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/dialect"
 	"github.com/idemgo/idem/proving/dbtest"
+	"github.com/idemgo/idem/proving/fault"
 )
 
 // stmtCounter notes every statement the connections of a database send, by the
@@ -99,13 +100,13 @@ func (cc stmtCountingConnector) Connect(context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stmtCountingConn{conn.(fullConn), cc.c}, nil
+	return &stmtCountingConn{conn.(fault.Conn), cc.c}, nil
 }
 
 func (cc stmtCountingConnector) Driver() driver.Driver { return cc.base }
 
 type stmtCountingConn struct {
-	fullConn
+	fault.Conn
 	c *stmtCounter
 }
 
@@ -113,7 +114,7 @@ type stmtCountingConn struct {
 // answers driver.ErrSkip, and database/sql prepares it instead: that
 // statement is counted when the prepared statement runs.
 func (c *stmtCountingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	rows, err := c.fullConn.QueryContext(ctx, query, args)
+	rows, err := c.Conn.QueryContext(ctx, query, args)
 	if !errors.Is(err, driver.ErrSkip) {
 		c.c.note(query)
 	}
@@ -121,7 +122,7 @@ func (c *stmtCountingConn) QueryContext(ctx context.Context, query string, args 
 }
 
 func (c *stmtCountingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	r, err := c.fullConn.ExecContext(ctx, query, args)
+	r, err := c.Conn.ExecContext(ctx, query, args)
 	if !errors.Is(err, driver.ErrSkip) {
 		c.c.note(query)
 	}
@@ -133,7 +134,7 @@ func (c *stmtCountingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (
 	c.c.mu.Lock()
 	c.c.seen = append(c.c.seen, "begin")
 	c.c.mu.Unlock()
-	return c.fullConn.BeginTx(ctx, opts)
+	return c.Conn.BeginTx(ctx, opts)
 }
 
 func (c *stmtCountingConn) Prepare(query string) (driver.Stmt, error) {
@@ -145,10 +146,10 @@ func (c *stmtCountingConn) PrepareContext(ctx context.Context, query string) (dr
 		st  driver.Stmt
 		err error
 	)
-	if p, ok := c.fullConn.(driver.ConnPrepareContext); ok {
+	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
 		st, err = p.PrepareContext(ctx, query)
 	} else {
-		st, err = c.fullConn.Prepare(query)
+		st, err = c.Conn.Prepare(query)
 	}
 	if err != nil {
 		return nil, err

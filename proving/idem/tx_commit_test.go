@@ -3,206 +3,25 @@ package idem_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/proving/dbtest"
+	"github.com/idemgo/idem/proving/fault"
 )
-
-// errReplyLost stands for a connection that dropped while a commit's reply
-// was on its way.
-var errReplyLost = errors.New("read tcp: connection reset by peer")
-
-// lossy decides what the connections of a lossyConnector do at their next
-// commit, and whether their queries fail.
-type lossy struct {
-	// commit: 0 commits normally; loseReply commits and then reports
-	// errReplyLost; loseReplyAndQueries does too, and from then on fails
-	// queries; dropCommit rolls back and reports errReplyLost; landLate
-	// reports errReplyLost at once and commits later, at the first BEGIN
-	// after a query has run: after the lookup that settles the commit, as
-	// a COMMIT held up on the network reaches the server late.
-	commit      atomic.Int32
-	failQueries atomic.Bool
-	// landed, when set, is called once a late commit has landed, before
-	// the BEGIN that landed it goes on.
-	landed func()
-
-	mu sync.Mutex
-	// began holds the options of every transaction begun.
-	began []driver.TxOptions
-	// late is the commit that landLate holds back, and looked whether a
-	// query has run since.
-	late   *lossyTx
-	looked bool
-}
-
-const (
-	loseReply = 1 + iota
-	loseReplyAndQueries
-	dropCommit
-	landLate
-)
-
-// lossyConnector wraps a real driver's connections, so that a commit's reply
-// can be lost after the commit did or did not happen.
-type lossyConnector struct {
-	base driver.Driver
-	dsn  string
-	ctl  *lossy
-}
-
-func (c lossyConnector) Connect(context.Context) (driver.Conn, error) {
-	conn, err := c.base.Open(c.dsn)
-	if err != nil {
-		return nil, err
-	}
-	return &lossyConn{fullConn: conn.(fullConn), ctl: c.ctl}, nil
-}
-
-func (c lossyConnector) Driver() driver.Driver { return c.base }
-
-type fullConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ExecerContext
-	driver.QueryerContext
-}
-
-type lossyConn struct {
-	fullConn
-	ctl *lossy
-	// holding is true while landLate holds this connection's commit
-	// back, and closed once database/sql closed it meanwhile; both under
-	// ctl.mu.
-	holding, closed bool
-}
-
-func (c *lossyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	c.ctl.mu.Lock()
-	c.ctl.began = append(c.ctl.began, opts)
-	late := c.ctl.late
-	if late != nil && c.ctl.looked {
-		c.ctl.late = nil
-	} else {
-		late = nil
-	}
-	c.ctl.mu.Unlock()
-	if late != nil {
-		if err := late.land(); err != nil {
-			return nil, err
-		}
-		if c.ctl.landed != nil {
-			c.ctl.landed()
-		}
-	}
-	tx, err := c.fullConn.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &lossyTx{Tx: tx, ctl: c.ctl, conn: c}, nil
-}
-
-func (c *lossyConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.ctl.failQueries.Load() {
-		return nil, errReplyLost
-	}
-	c.ctl.mu.Lock()
-	c.ctl.looked = true
-	c.ctl.mu.Unlock()
-	return c.fullConn.QueryContext(ctx, query, args)
-}
-
-// IsValid keeps database/sql from handing out again a connection whose
-// commit landLate holds back: it closes it instead.
-func (c *lossyConn) IsValid() bool {
-	c.ctl.mu.Lock()
-	defer c.ctl.mu.Unlock()
-	if c.holding {
-		return false
-	}
-	if v, ok := c.fullConn.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
-}
-
-// Close leaves a connection whose commit landLate holds back open until
-// the commit lands.
-func (c *lossyConn) Close() error {
-	c.ctl.mu.Lock()
-	defer c.ctl.mu.Unlock()
-	if c.holding {
-		c.closed = true
-		return nil
-	}
-	return c.fullConn.Close()
-}
-
-type lossyTx struct {
-	driver.Tx
-	ctl  *lossy
-	conn *lossyConn
-}
-
-// land commits the transaction that landLate held back, and closes its
-// connection if database/sql closed it meanwhile.
-func (t *lossyTx) land() error {
-	err := t.Tx.Commit()
-	t.ctl.mu.Lock()
-	t.conn.holding = false
-	closed := t.conn.closed
-	t.ctl.mu.Unlock()
-	if closed {
-		t.conn.fullConn.Close()
-	}
-	return err
-}
-
-func (t *lossyTx) Commit() error {
-	switch t.ctl.commit.Swap(0) {
-	case landLate:
-		t.ctl.mu.Lock()
-		t.ctl.late, t.ctl.looked, t.conn.holding = t, false, true
-		t.ctl.mu.Unlock()
-		return errReplyLost
-	case loseReply:
-		if err := t.Tx.Commit(); err != nil {
-			return err
-		}
-		return errReplyLost
-	case loseReplyAndQueries:
-		if err := t.Tx.Commit(); err != nil {
-			return err
-		}
-		t.ctl.failQueries.Store(true)
-		return errReplyLost
-	case dropCommit:
-		if err := t.Tx.Rollback(); err != nil {
-			return err
-		}
-		return errReplyLost
-	}
-	return t.Tx.Commit()
-}
 
 // lossyEnv is an env on SQLite whose connections obey ctl.
-func lossyEnv(t *testing.T) (*env, *lossy) {
+func lossyEnv(t *testing.T) (*env, *fault.Lossy) {
 	t.Helper()
 	return lossySetup(t, dbtest.SQLite(""))
 }
 
 // lossySetup is setup on tg, with connections that obey the returned ctl.
-func lossySetup(t *testing.T, tg target, opts ...idem.Option) (*env, *lossy) {
+func lossySetup(t *testing.T, tg target, opts ...idem.Option) (*env, *fault.Lossy) {
 	t.Helper()
-	ctl := &lossy{}
-	tg.Wrap = func(base driver.Driver, dsn string) driver.Connector {
-		return lossyConnector{base: base, dsn: dsn, ctl: ctl}
-	}
+	ctl := &fault.Lossy{}
+	tg.Wrap = ctl.Connector
 	return setup(t, tg, opts...), ctl
 }
 
@@ -214,7 +33,7 @@ func TestDoTxLostCommitReply(t *testing.T) {
 		runs := 0
 		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", dbtest.HashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			runs++
-			ctl.commit.Store(loseReply)
+			ctl.SetCommit(fault.LoseReply)
 			return e.Effect("k", dbtest.Created)(ctx, tx)
 		})
 		dbtest.WantOutcome(t, res, err, idem.Claimed)
@@ -230,7 +49,7 @@ func TestDoTxLostCommitReply(t *testing.T) {
 	t.Run("the commit landed after the lookup", func(t *testing.T) {
 		e, ctl := lossyEnv(t)
 		other := make(chan idem.Outcome, 1)
-		ctl.landed = func() {
+		ctl.Landed = func() {
 			res, _ := e.Store.DoTx(ctx, e.DB, nil, "k", dbtest.HashA, dbtest.MustNotRun(t))
 			other <- res.Outcome
 		}
@@ -238,7 +57,7 @@ func TestDoTxLostCommitReply(t *testing.T) {
 		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", dbtest.HashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			runs++
 			if runs == 1 {
-				ctl.commit.Store(landLate)
+				ctl.SetCommit(fault.LandLate)
 			}
 			return e.Effect("k", dbtest.Created)(ctx, tx)
 		})
@@ -266,7 +85,7 @@ func TestDoTxLostCommitReply(t *testing.T) {
 		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", dbtest.HashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			runs++
 			if runs == 1 {
-				ctl.commit.Store(dropCommit)
+				ctl.SetCommit(fault.DropCommit)
 			}
 			return e.Effect("k", dbtest.Created)(ctx, tx)
 		})
@@ -282,15 +101,15 @@ func TestDoTxLostCommitReply(t *testing.T) {
 	t.Run("the lookup fails too", func(t *testing.T) {
 		e, ctl := lossyEnv(t)
 		_, err := e.Store.DoTx(ctx, e.DB, nil, "k", dbtest.HashA, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			ctl.commit.Store(loseReply)
+			ctl.SetCommit(fault.LoseReply)
 			resp, err := e.Effect("k", dbtest.Created)(ctx, tx)
-			ctl.failQueries.Store(true) // after the claim, before the lookup
+			ctl.FailQueries(true) // after the claim, before the lookup
 			return resp, err
 		})
-		if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, errReplyLost) {
+		if !errors.Is(err, idem.ErrCommitUnknown) || !errors.Is(err, fault.ErrReplyLost) {
 			t.Errorf("DoTx: %v, want ErrCommitUnknown wrapping the commit's error", err)
 		}
-		ctl.failQueries.Store(false)
+		ctl.FailQueries(false)
 		res, err := e.Store.DoTx(ctx, e.DB, nil, "k", dbtest.HashA, dbtest.MustNotRun(t))
 		dbtest.WantOutcome(t, res, err, idem.Replay)
 	})

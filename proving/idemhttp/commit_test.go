@@ -1,106 +1,25 @@
 package idemhttp_test
 
 import (
-	"context"
-	"database/sql/driver"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/proving/dbtest"
+	"github.com/idemgo/idem/proving/fault"
 )
-
-// errConnReset is what a connection that died under a commit reports.
-var errConnReset = errors.New("write: connection reset by peer")
-
-// faults tells the connections of a faultyConnector what to get wrong next.
-type faults struct {
-	// dropCommit makes the next commit roll back instead, and
-	// loseReply makes it commit; both then report errConnReset.
-	dropCommit, loseReply atomic.Bool
-	// failQueries fails every query (not exec) until it is cleared, as
-	// the lookup that would settle a lost commit does.
-	failQueries atomic.Bool
-}
-
-// faultyConnector opens SQLite connections that obey f.
-type faultyConnector struct {
-	drv driver.Driver
-	dsn string
-	f   *faults
-}
-
-func (c faultyConnector) Driver() driver.Driver { return c.drv }
-
-func (c faultyConnector) Connect(context.Context) (driver.Conn, error) {
-	conn, err := c.drv.Open(c.dsn)
-	if err != nil {
-		return nil, err
-	}
-	return faultyConn{conn.(sqliteConn), c.f}, nil
-}
-
-// sqliteConn is what database/sql uses of a modernc.org/sqlite connection.
-type sqliteConn interface {
-	driver.Conn
-	driver.ConnBeginTx
-	driver.ExecerContext
-	driver.QueryerContext
-}
-
-type faultyConn struct {
-	sqliteConn
-	f *faults
-}
-
-func (c faultyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	tx, err := c.sqliteConn.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return faultyTx{tx, c.f}, nil
-}
-
-func (c faultyConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.f.failQueries.Load() {
-		return nil, errConnReset
-	}
-	return c.sqliteConn.QueryContext(ctx, query, args)
-}
-
-type faultyTx struct {
-	driver.Tx
-	f *faults
-}
-
-func (tx faultyTx) Commit() error {
-	switch {
-	case tx.f.dropCommit.Swap(false):
-		if err := tx.Tx.Rollback(); err != nil {
-			return err
-		}
-		return errConnReset
-	case tx.f.loseReply.Swap(false):
-		if err := tx.Tx.Commit(); err != nil {
-			return err
-		}
-		return errConnReset
-	}
-	return tx.Tx.Commit()
-}
 
 // faultyEnv is an env on SQLite whose connections obey the faults it
 // returns.
-func faultyEnv(t *testing.T) (*env, *faults) {
+func faultyEnv(t *testing.T) (*env, *fault.Lossy) {
 	t.Helper()
-	f := &faults{}
+	f := &fault.Lossy{}
 	tg := dbtest.SQLite(sqliteParams)
-	tg.Wrap = func(drv driver.Driver, dsn string) driver.Connector { return faultyConnector{drv, dsn, f} }
+	tg.Wrap = f.Connector
 	return setup(t, tg), f
 }
 
@@ -144,13 +63,13 @@ func TestCommitFailure(t *testing.T) {
 		var a attempts
 		srv := e.serve(t, a.wrap(e.orders(), func(run int) {
 			if run == 1 {
-				f.dropCommit.Store(true)
-				f.failQueries.Store(true) // the claim has run; the lookup will fail
+				f.SetCommit(fault.DropCommit)
+				f.FailQueries(true) // the claim has run; the lookup will fail
 			}
 		}), h.option())
 
 		rep := send(t, srv, "POST", "/orders", "k", "book")
-		f.failQueries.Store(false)
+		f.FailQueries(false)
 		wantProblem(t, rep, http.StatusServiceUnavailable, "outcome-unknown", "1")
 		if errs := h.reported(); len(errs) != 1 || !errors.Is(errs[0], idem.ErrCommitUnknown) {
 			t.Errorf("ErrorHook got %v, want ErrCommitUnknown", errs)
@@ -171,7 +90,7 @@ func TestCommitFailure(t *testing.T) {
 		var a attempts
 		srv := e.serve(t, a.wrap(e.orders(), func(run int) {
 			if run == 1 {
-				f.dropCommit.Store(true)
+				f.SetCommit(fault.DropCommit)
 			}
 		}))
 		body := "book\x00" + strings.Repeat("b", 5000)
@@ -192,7 +111,7 @@ func TestCommitFailure(t *testing.T) {
 	t.Run("the commit went through but its reply was lost", func(t *testing.T) {
 		e, f := faultyEnv(t)
 		var a attempts
-		srv := e.serve(t, a.wrap(e.orders(), func(int) { f.loseReply.Store(true) }))
+		srv := e.serve(t, a.wrap(e.orders(), func(int) { f.SetCommit(fault.LoseReply) }))
 		first := send(t, srv, "POST", "/orders", "k", "book")
 		wantRan(t, first, http.StatusCreated, 1)
 		if first.header.Get("X-First-Attempt") != "yes" {

@@ -1,0 +1,191 @@
+// Package fault holds the faults that the proving ground causes between
+// idem and its database, for its tests and its fault campaign alike: a TCP
+// proxy that cuts a connection at its COMMIT (Proxy), and a database/sql
+// connector that loses a commit's reply or lands it late (Lossy).
+package fault
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Proxy is a TCP proxy that can cut a connection at its next COMMIT:
+// after passing the COMMIT on, so that the server commits but its reply is
+// lost, or before, so that nothing commits and the client cannot tell; or it
+// cuts the client off and holds the COMMIT back until another connection
+// sends an INSERT, so that the commit lands after the client gave up on it.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32 // a Cut
+	wg     sync.WaitGroup
+	// insert is closed at the first claim (an INSERT, or MySQL's CALL)
+	// that a connection other than the cut one sends after a
+	// CutLateCommit.
+	insert    chan struct{}
+	insertOne sync.Once
+	holding   atomic.Bool
+}
+
+// Cut is what a Proxy does at a connection's next COMMIT.
+type Cut int32
+
+const (
+	// CutNothing passes every statement on.
+	CutNothing Cut = iota
+	// CutAfterCommit passes the COMMIT on and cuts the client off, so
+	// that the server commits and its reply is lost.
+	CutAfterCommit
+	// CutBeforeCommit cuts the connection before the COMMIT: nothing
+	// commits, and the client cannot tell.
+	CutBeforeCommit
+	// CutLateCommit cuts the client off and holds the COMMIT back until
+	// another connection sends a claim, then passes it on: the commit
+	// lands after the client gave up on it.
+	CutLateCommit
+)
+
+// StartProxy starts a Proxy to target (host:port) on a free port of
+// 127.0.0.1, cutting nothing; it stops at the end of t.
+
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, insert: make(chan struct{})}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// Addr is the proxy's address, host:port, for a client's DSN.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetCut makes the proxy do c at the next COMMIT that any connection
+// sends, once.
+func (p *Proxy) SetCut(c Cut) { p.mode.Store(int32(c)) }
+
+// Pending is the cut that no COMMIT has met yet: CutNothing once one did.
+func (p *Proxy) Pending() Cut { return Cut(p.mode.Load()) }
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.wg.Add(2)
+		replied := make(chan struct{})
+		go func() { // server to client, as it is
+			defer p.wg.Done()
+			defer close(replied)
+			_, _ = io.Copy(client, server)
+			client.Close()
+		}()
+		go func() { // client to server, watching for COMMIT
+			defer p.wg.Done()
+			defer server.Close()
+			defer client.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if n > 0 {
+					chunk := buf[:n]
+					if p.holding.Load() && isClaim(chunk) {
+						p.insertOne.Do(func() { close(p.insert) })
+					}
+					mode := p.mode.Load()
+					commit := mode != int32(CutNothing) && bytes.Contains(bytes.ToLower(chunk), []byte("commit"))
+					if commit && p.mode.CompareAndSwap(mode, int32(CutNothing)) && mode == int32(CutBeforeCommit) {
+						return
+					}
+					if commit {
+						p.commitCut(client, server, chunk, replied, mode == int32(CutLateCommit))
+						return
+					}
+					if _, werr := server.Write(chunk); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// isClaim reports whether chunk, sent by a client, holds a claim: an INSERT,
+// or the CALL of MySQL's claim procedure.
+func isClaim(chunk []byte) bool {
+	c := bytes.ToLower(chunk)
+	return bytes.Contains(c, []byte("insert")) || bytes.Contains(c, []byte("call "))
+}
+
+// commitCut cuts the client off, so that no reply can reach it, then
+// passes the COMMIT on and waits for the server to answer it. With late, it
+// first waits for another connection's claim (that of the client's next
+// attempt, sent after it looked the key up and found nothing). The
+// waits are bounded so that a test that goes wrong ends.
+func (p *Proxy) commitCut(client, server net.Conn, commit []byte, replied <-chan struct{}, late bool) {
+	client.Close()
+	if late {
+		p.holding.Store(true)
+		select {
+		case <-p.insert:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	if _, err := server.Write(commit); err != nil {
+		return
+	}
+	select {
+	case <-replied:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+// DSNThrough returns dsn, a data source of a server of family ("postgres"
+// or "mysql"), with the server's address replaced by what proxy returns
+// for it.
+func DSNThrough(t testing.TB, family, dsn string, proxy func(target string) string) string {
+	t.Helper()
+	switch family {
+	case "postgres":
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = proxy(u.Host)
+		return u.String()
+	case "mysql":
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Addr = proxy(cfg.Addr)
+		return cfg.FormatDSN()
+	}
+	t.Fatalf("no proxy for %s", family)
+	return ""
+}
