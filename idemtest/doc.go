@@ -14,5 +14,6 @@
 //
 // Import it from tests only: it brings in go-sqlmock and the testing
 // package, which a service's own binary should not carry. It imports no SQL
-// driver (TestPackagesPullNoDriver, in the root package).
+// driver (TestPackagesPullNoDriver, in the root module), and its module
+// requires none.
 package idemtest

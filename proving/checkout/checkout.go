@@ -1,5 +1,5 @@
 // Package checkout is the multi-step request that the tests of Run kill
-// and resume, in the root package and behind idemhttp and idemgrpc: an
+// and resume, on the Store and behind idemhttp and idemgrpc: an
 // order, a charge at a payment provider that runs on loopback, and the
 // phases that record it, with the points between them at which a test
 // kills the service.

@@ -138,9 +138,9 @@ func PgBouncerSingleSession(t testing.TB, driver string) string {
 }
 
 // PgxExecModes are the query exec modes of pgx that
-// TestPgBouncerPreparedStatements runs behind PgBouncer, in the root and
-// in idempgx: pgx's default (Mode ""), which Fails there, and the two that
-// prepare no named statement.
+// TestPgBouncerPreparedStatements runs behind PgBouncer, in proving/dialect
+// and in proving/idempgx: pgx's default (Mode ""), which Fails there, and
+// the two that prepare no named statement.
 var PgxExecModes = []struct {
 	Mode  string // default_query_exec_mode, "" for pgx's default
 	Fails bool

@@ -359,7 +359,7 @@ func TestInFlight(t *testing.T) {
 			wantRefusal(t, second, codes.Unavailable, idemgrpc.ReasonInFlight)
 			wantPushback(t, second, 2) // 1.5 ms, rounded up
 			// The refusal comes after the lock timeout. The margin is
-			// for a loaded machine, where the root package's tests saw
+			// for a loaded machine, where the Store's tests saw
 			// the right answer take up to 1.4 s more than its waits; a
 			// wrong one that waited for the first call would run into
 			// the call's 30 s deadline, as the release comes only after.

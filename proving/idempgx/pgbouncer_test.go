@@ -12,10 +12,10 @@ import (
 	"github.com/idemgo/idem/proving/dbtest"
 )
 
-// TestPgBouncerPreparedStatements is the root's test of the same name on
-// pgx's pools: two pools of one connection each call DoTx, one after the
-// other, through PgBouncer's pool of one server connection, so that both
-// transactions run in one server session. With pgx's default query exec
+// TestPgBouncerPreparedStatements is proving/dialect's test of the same
+// name on pgx's pools: two pools of one connection each call DoTx, one
+// after the other, through PgBouncer's pool of one server connection, so
+// that both transactions run in one server session. With pgx's default query exec
 // mode the second pool's pgx prepares the statement names that the first
 // one's prepared there, and PostgreSQL refuses (SQLSTATE 42P05), with the
 // Store's hint; in exec and simple_protocol mode both pools claim their keys,
