@@ -155,7 +155,7 @@ func (e *Env) ChildEnv(driver string) []string {
 		// The child's sessions carry a name of the Env's, so that Kill
 		// can wait for the server to end them.
 		app = "idem_child_" + e.Table
-		dsn = withParam(dsn, "application_name", app)
+		dsn = WithParams(dsn, "application_name="+app)
 	}
 	return []string{
 		childDriver + "=" + driver,
@@ -165,18 +165,6 @@ func (e *Env) ChildEnv(driver string) []string {
 		childEffects + "=" + e.Effects.Table,
 		childApp + "=" + app,
 	}
-}
-
-// withParam adds name=value to dsn, a URL (postgres://...?sslmode=disable)
-// or a list of keywords (host=... dbname=...), as lib/pq and pgx read both.
-func withParam(dsn, name, value string) string {
-	switch {
-	case !strings.Contains(dsn, "://"):
-		return dsn + " " + name + "=" + value
-	case strings.Contains(dsn, "?"):
-		return dsn + "&" + name + "=" + value
-	}
-	return dsn + "?" + name + "=" + value
 }
 
 // OpenChild opens, in a child process, the database that its parent's

@@ -74,7 +74,9 @@ func SkipMissingTiDB(t *testing.T) {
 	}
 }
 
-// WithParams adds params to the query string of a go-sql-driver/mysql DSN.
+// WithParams adds params (a=b&c=d) to the query string of dsn, a
+// go-sql-driver/mysql DSN or a PostgreSQL URL, as the IDEM_*_DSN variables
+// give them.
 func WithParams(dsn, params string) string {
 	if strings.Contains(dsn, "?") {
 		return dsn + "&" + params

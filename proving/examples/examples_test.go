@@ -32,7 +32,7 @@ import _ "modernc.org/sqlite"
 var (
 	packageClause = regexp.MustCompile(`(?m)^package \w+_test$`)
 	prints        = regexp.MustCompile(`(?m)^(\s*)// Prints:`)
-	printsExample = regexp.MustCompile(`(?ms)^func (Example\w*)\(\) \{\n.*?^\s*// Prints:.*?^\}`)
+	topFunc       = regexp.MustCompile(`(?m)^func (\w+)`)
 )
 
 // TestExamplesPrint runs the examples of each package in packages whose
@@ -72,9 +72,7 @@ func TestExamplesPrint(t *testing.T) {
 				if !packageClause.Match(src) || !bytes.Contains(src, []byte("\nfunc Example")) || excluded(src) {
 					continue // no example, an internal test, or not built here
 				}
-				for _, m := range printsExample.FindAllSubmatch(src, -1) {
-					want = append(want, string(m[1]))
-				}
+				want = append(want, printing(src)...)
 				src = packageClause.ReplaceAll(src, []byte("package run_test"))
 				src = prints.ReplaceAll(src, []byte("$1// Output:"))
 				laid := filepath.Join(tmp, filepath.Base(file))
@@ -112,6 +110,25 @@ func TestExamplesPrint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// printing returns the names of the examples in src, a Go file, whose
+// body has a "// Prints:" comment: each top-level function runs to the
+// next one.
+func printing(src []byte) []string {
+	var names []string
+	funcs := topFunc.FindAllSubmatchIndex(src, -1)
+	for i, m := range funcs {
+		end := len(src)
+		if i+1 < len(funcs) {
+			end = funcs[i+1][0]
+		}
+		name := string(src[m[2]:m[3]])
+		if strings.HasPrefix(name, "Example") && prints.Match(src[m[0]:end]) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // excluded reports whether src has a build constraint, which this test
