@@ -41,6 +41,10 @@ type Lossy struct {
 	// Landed, when set, is called once a late commit has landed, before
 	// the BEGIN that landed it goes on.
 	Landed func()
+	// AtCommit, when set, is called at every commit before it is sent,
+	// whatever the next commit does: where a process that is to die
+	// around a COMMIT dies.
+	AtCommit func()
 
 	mu sync.Mutex
 	// began holds the options of every transaction begun.
@@ -200,6 +204,9 @@ func (t *lossyTx) land() error {
 }
 
 func (t *lossyTx) Commit() error {
+	if t.ctl.AtCommit != nil {
+		t.ctl.AtCommit()
+	}
 	switch t.ctl.commit.Swap(0) {
 	case int32(LandLate):
 		t.ctl.mu.Lock()

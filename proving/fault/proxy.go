@@ -23,10 +23,14 @@ import (
 // cuts the client off and holds the COMMIT back until another connection
 // sends an INSERT, so that the commit lands after the client gave up on it.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	mode   atomic.Int32 // a Cut
-	wg     sync.WaitGroup
+	ln      net.Listener
+	target  string
+	mode    atomic.Int32 // a Cut
+	latency atomic.Int64 // a time.Duration, before each chunk a client sends
+	wg      sync.WaitGroup
+	// open holds the connections that are open, both sides, for CutAll.
+	mu   sync.Mutex
+	open map[net.Conn]struct{}
 	// insert is closed at the first claim (an INSERT, or MySQL's CALL)
 	// that a connection other than the cut one sends after a
 	// CutLateCommit.
@@ -55,21 +59,62 @@ const (
 
 // StartProxy starts a Proxy to target (host:port) on a free port of
 // 127.0.0.1, cutting nothing; it stops at the end of t.
-
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := NewProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, insert: make(chan struct{})}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// NewProxy starts a Proxy to target (host:port) on a free port of
+// 127.0.0.1, cutting nothing, for a program to Close.
+func NewProxy(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, insert: make(chan struct{}), open: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.wg.Wait()
-	})
-	return p
+	return p, nil
+}
+
+// Close stops the proxy: it stops listening, cuts every connection and
+// waits for their goroutines to end.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.CutAll()
+	p.wg.Wait()
+}
+
+// CutAll cuts every connection that is open now, wherever its statements
+// stand: the clients see their connections drop, and the server ends
+// their sessions, rolling back what they had not committed.
+func (p *Proxy) CutAll() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.open {
+		c.Close()
+	}
+	return len(p.open) / 2
+}
+
+// SetLatency makes the proxy wait d before it passes on each chunk that a
+// client sends, from now on; 0 passes them at once.
+func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// track adds c to the open connections, or takes it away.
+func (p *Proxy) track(c net.Conn, open bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if open {
+		p.open[c] = struct{}{}
+	} else {
+		delete(p.open, c)
+	}
 }
 
 // Addr is the proxy's address, host:port, for a client's DSN.
@@ -94,6 +139,8 @@ func (p *Proxy) serve() {
 			client.Close()
 			continue
 		}
+		p.track(client, true)
+		p.track(server, true)
 		p.wg.Add(2)
 		replied := make(chan struct{})
 		go func() { // server to client, as it is
@@ -104,12 +151,17 @@ func (p *Proxy) serve() {
 		}()
 		go func() { // client to server, watching for COMMIT
 			defer p.wg.Done()
+			defer p.track(server, false)
+			defer p.track(client, false)
 			defer server.Close()
 			defer client.Close()
 			buf := make([]byte, 64<<10)
 			for {
 				n, err := client.Read(buf)
 				if n > 0 {
+					if d := time.Duration(p.latency.Load()); d > 0 {
+						time.Sleep(d)
+					}
 					chunk := buf[:n]
 					if p.holding.Load() && isClaim(chunk) {
 						p.insertOne.Do(func() { close(p.insert) })

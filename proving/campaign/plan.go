@@ -1,0 +1,198 @@
+package campaign
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// The surfaces through which a client's request reaches the Store.
+const (
+	SurfaceDo    = "do"    // Store.Do, in a transaction the service begins
+	SurfaceDoTx  = "dotx"  // Store.DoTx
+	SurfaceRun   = "run"   // Store.Run, the multi-step checkout
+	SurfaceHTTP  = "http"  // idemhttp's Handler, through idemclient
+	SurfaceSteps = "steps" // idemhttp's Steps, the checkout, through idemclient
+)
+
+// Surfaces lists the surfaces in the order the plan draws from.
+var Surfaces = []string{SurfaceDo, SurfaceDoTx, SurfaceRun, SurfaceHTTP, SurfaceSteps}
+
+// The operators' actions, as docs/operations.md describes them.
+const (
+	ActSettle        = "settle"
+	ActRelease       = "release"        // ReleaseWithoutEffect
+	ActReleaseUndone = "release-undone" // ReleaseUndone, its phases' effects undone
+	ActForget        = "forget"
+	ActPurge         = "purge"
+)
+
+// Actions lists the operators' actions in the order the plan draws from.
+var Actions = []string{ActSettle, ActRelease, ActReleaseUndone, ActForget, ActPurge}
+
+// Op is one request a client sends, or one action an operator takes,
+// drawn from the seed alone: nothing in it depends on an earlier answer,
+// so that one seed makes the same operations on every run.
+type Op struct {
+	Client int    `json:"client"` // the client, or -1 for the operator
+	Seq    int    `json:"seq"`    // its place in that client's sequence
+	Via    int    `json:"via"`    // which service it is sent to
+	Surface string `json:"surface,omitempty"`
+	Action  string `json:"action,omitempty"`
+	// Key is the client's idempotency key, Scope the client it is scoped
+	// to, Shard the record's shard value: one key under two scopes, or
+	// two shard values, names two records.
+	Key   string `json:"key"`
+	Scope string `json:"scope"`
+	Shard int64  `json:"shard"`
+	// Request tells the requests under one key apart: 0 is the key's
+	// first request, and a retry sends it again; 1 reuses the key for
+	// another request, which must be refused.
+	Request int `json:"request"`
+}
+
+// Fault is one fault of the schedule, At after the campaign's start.
+type Fault struct {
+	At      time.Duration `json:"at"`
+	Kind    string        `json:"kind"`
+	Service int           `json:"service"`
+	// Point is where a kill strikes (KillAt), or what a cut does.
+	Point string        `json:"point,omitempty"`
+	For   time.Duration `json:"for,omitempty"` // a pause's or a latency's length
+}
+
+// The kinds of fault.
+const (
+	FaultKill      = "kill"       // SIGKILL of a service process, wherever it stands
+	FaultKillAt    = "kill-at"    // SIGKILL of a service at its next pass of Point
+	FaultPause     = "pause"      // SIGSTOP past the lease, then SIGCONT
+	FaultCutAll    = "cut"        // every connection to the database cut
+	FaultCutCommit = "cut-commit" // the next COMMIT cut, before or after it reaches the server
+	FaultLoseReply = "lose-reply" // the next commit's reply lost in the service's driver
+	FaultLatency   = "latency"    // latency between the services and the database
+	FaultProvider  = "provider"   // the provider charges and its answer is lost
+)
+
+// The points at which a FaultKillAt strikes.
+const (
+	PointInFunc  = "in-func"  // in a Func or a Final, its effect written, before it returns
+	PointInCall  = "in-call"  // in a Call, after the provider charged
+	PointBetween = "between"  // between two phases of a multi-step request
+	PointCommit  = "commit"   // as a COMMIT is about to be sent
+)
+
+var killPoints = []string{PointInFunc, PointInCall, PointBetween, PointCommit}
+
+// Plan is what a seed fixes: each client's requests, the operator's
+// actions and the fault schedule. The servers' timing is not fixed, so
+// how far each client gets in a run, and what each request is answered,
+// varies from run to run.
+type Plan struct {
+	Seed     uint64
+	Clients  int
+	Services int
+	Faults   []Fault
+	// NoServer is set for SQLite, which runs in the services' processes:
+	// no proxy stands between them and the database.
+	NoServer bool
+}
+
+// The workload's shape: few keys, so that clients meet on them.
+const (
+	keysInPool = 16
+	scopes     = 2
+	shards     = 2
+)
+
+// NewPlan draws the fault schedule of a campaign of length d from seed.
+func NewPlan(seed uint64, clients, services int, d time.Duration, noServer bool) Plan {
+	p := Plan{Seed: seed, Clients: clients, Services: services, NoServer: noServer}
+	r := rand.New(rand.NewPCG(seed, 1<<32))
+	kinds := []string{FaultKill, FaultKillAt, FaultPause, FaultLoseReply, FaultProvider}
+	if !noServer {
+		kinds = append(kinds, FaultCutAll, FaultCutCommit, FaultLatency)
+	}
+	// A fault every 1.5 s on average, none in the first second, so that
+	// every service is up and serving when the first one strikes.
+	for at := time.Second; ; {
+		at += time.Duration(500+r.IntN(2000)) * time.Millisecond
+		if at >= d {
+			break
+		}
+		f := Fault{At: at, Kind: kinds[r.IntN(len(kinds))], Service: r.IntN(services)}
+		switch f.Kind {
+		case FaultKillAt:
+			f.Point = killPoints[r.IntN(len(killPoints))]
+		case FaultCutCommit:
+			f.Point = []string{"before", "after"}[r.IntN(2)]
+		case FaultPause:
+			f.For = time.Duration(2500+r.IntN(1500)) * time.Millisecond
+		case FaultLatency:
+			f.For = time.Duration(1000+r.IntN(2000)) * time.Millisecond
+			f.Point = fmt.Sprint(20 + r.IntN(80)) // milliseconds
+		}
+		p.Faults = append(p.Faults, f)
+	}
+	return p
+}
+
+// ClientOp returns the seq-th operation of client c: its own stream of
+// the seed, so that it is the same however far the other clients got.
+func (p Plan) ClientOp(c, seq int) Op {
+	r := rand.New(rand.NewPCG(p.Seed, uint64(c)<<32|uint64(seq)))
+	op := Op{
+		Client:  c,
+		Seq:     seq,
+		Via:     r.IntN(p.Services),
+		Surface: Surfaces[r.IntN(len(Surfaces))],
+		Scope:   fmt.Sprintf("client-%c", 'a'+r.IntN(scopes)),
+		Shard:   int64(1 + r.IntN(shards)),
+	}
+	op.Key = keyOf(kindOf(op.Surface), r.IntN(keysInPool))
+	// One request in eight reuses its key for another request.
+	if r.IntN(8) == 0 {
+		op.Request = 1
+	}
+	return op
+}
+
+// OperatorOp returns the operator's seq-th action.
+func (p Plan) OperatorOp(seq int) Op {
+	r := rand.New(rand.NewPCG(p.Seed, 1<<40|uint64(seq)))
+	return Op{
+		Client: -1,
+		Seq:    seq,
+		Via:    r.IntN(p.Services),
+		Action: Actions[r.IntN(len(Actions))],
+		Key:    keyOf([]string{KindPay, KindCheckout}[r.IntN(2)], r.IntN(keysInPool)),
+		Scope:  fmt.Sprintf("client-%c", 'a'+r.IntN(scopes)),
+		Shard:  int64(1 + r.IntN(shards)),
+	}
+}
+
+// The two kinds of request: a payment, made in one transaction, and a
+// checkout, made of several steps. Their keys never meet: a key names
+// one kind.
+const (
+	KindPay      = "pay"
+	KindCheckout = "checkout"
+)
+
+// kindOf returns the kind of request that surface sends.
+func kindOf(surface string) string {
+	if surface == SurfaceRun || surface == SurfaceSteps {
+		return KindCheckout
+	}
+	return KindPay
+}
+
+// keyOf returns the n-th key of kind.
+func keyOf(kind string, n int) string { return fmt.Sprintf("%s-%02d", kind, n) }
+
+// KindOfKey returns the kind of request that key names.
+func KindOfKey(key string) string {
+	if len(key) > len(KindCheckout) && key[:len(KindCheckout)] == KindCheckout {
+		return KindCheckout
+	}
+	return KindPay
+}

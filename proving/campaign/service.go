@@ -1,0 +1,496 @@
+package campaign
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/idemgo/idem"
+	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/proving/fault"
+)
+
+// ServiceConfig is what a service process is given, in the variable
+// EnvService, by the campaign that starts it.
+type ServiceConfig struct {
+	Index    int    `json:"index"`
+	Dialect  string `json:"dialect"` // a dialect's name, as dialects lists it
+	Family   string `json:"family"`
+	Driver   string `json:"driver"`
+	DSN      string `json:"dsn"` // through the proxy, where there is one
+	Table    string `json:"table"`
+	Provider string `json:"provider"`
+}
+
+// EnvService holds a service's ServiceConfig as JSON: a process of the
+// campaign's program that finds it serves instead of running a campaign.
+const EnvService = "IDEM_CAMPAIGN_SERVICE"
+
+// The Store's settings in the campaign: short, so that leases run out,
+// records expire and Resume takes requests within seconds.
+const (
+	lease       = 1500 * time.Millisecond
+	retention   = 6 * time.Second
+	lockTimeout = 500 * time.Millisecond
+	resumeAge   = 2 * time.Second
+)
+
+var dialects = map[string]idem.Dialect{
+	"sqlite": idem.SQLite(), "postgres": idem.Postgres(), "mariadb": idem.MariaDB(),
+	"mysql": idem.MySQL(), "tidb": idem.TiDB(), "vitess": idem.Vitess(),
+}
+
+// NewStore returns the Store of the campaign's table on dialect.
+func NewStore(dialect, table string) (*idem.Store, error) {
+	d, ok := dialects[dialect]
+	if !ok {
+		return nil, fmt.Errorf("campaign: no dialect %q", dialect)
+	}
+	return idem.New(d, idem.WithTable(table), idem.WithShardColumn(idem.ShardInt64()),
+		idem.WithLease(lease), idem.WithRetention(retention), idem.WithLockTimeout(lockTimeout))
+}
+
+// service is one service process: it serves the requests of the
+// workload on every surface, and the operators' actions, and dies where a
+// fault tells it to.
+type service struct {
+	cfg    ServiceConfig
+	db     *sql.DB
+	store  *idem.Store
+	mw     *idemhttp.Middleware
+	lossy  *fault.Lossy
+	hashes map[string]int // request by hex(stored key, hash)
+
+	mu     sync.Mutex
+	killAt string // the point at which the service dies, if any
+}
+
+// Serve runs the service that cfg describes until ctx ends or a fault
+// kills it. It prints the line "listening ADDR" once it serves.
+func Serve(ctx context.Context, cfg ServiceConfig) error {
+	// The MySQL driver logs each connection that a fault cut; the
+	// campaign records what the clients saw instead.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	s := &service{cfg: cfg, lossy: &fault.Lossy{}}
+	s.lossy.AtCommit = func() { s.pass(PointCommit) }
+	db, err := sql.Open(cfg.Driver, cfg.DSN)
+	if err != nil {
+		return err
+	}
+	base := db.Driver()
+	db.Close()
+	s.db = sql.OpenDB(s.lossy.Connector(base, cfg.DSN))
+	defer s.db.Close()
+	if s.store, err = NewStore(cfg.Dialect, cfg.Table); err != nil {
+		return err
+	}
+	s.mw, err = idemhttp.New(s.store, s.db, nil,
+		idemhttp.WithScope(func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }),
+		idemhttp.WithReplayHeaders(append(idemhttp.DefaultReplayHeaders(), "X-Campaign-Inc")...))
+	if err != nil {
+		return err
+	}
+	if s.hashes, err = requestHashes(s.mw); err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /pay", withShard(s.mw.Handler(http.HandlerFunc(s.servePay))))
+	mux.Handle("POST /checkout", withShard(s.mw.Steps(func(r *http.Request) ([]idem.Step, error) {
+		return s.checkout(r.Header.Get("X-Op")), nil
+	})))
+	mux.HandleFunc("POST /direct", s.serveDirect)
+	mux.HandleFunc("POST /operate", s.serveOperate)
+	mux.HandleFunc("POST /arm", s.serveArm)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println("listening", ln.Addr())
+	go s.resumeLoop(ctx)
+	srv := &http.Server{Handler: mux}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// requestHashes returns the request, 0 or 1, that each stored key and
+// request hash of the workload's pool stands for, as the middleware
+// identifies them, so that the steps of a request that Resume drives,
+// which no client sent, still know which request they serve.
+func requestHashes(mw *idemhttp.Middleware) (map[string]int, error) {
+	m := map[string]int{}
+	for _, kind := range []string{KindPay, KindCheckout} {
+		for n := range keysInPool {
+			for sc := range scopes {
+				for req := range 2 {
+					r := httpRequest("http://x", Op{Key: keyOf(kind, n), Scope: fmt.Sprintf("client-%c", 'a'+sc), Request: req})
+					key, hash, err := mw.Identify(r)
+					if err != nil {
+						return nil, err
+					}
+					m[hex.EncodeToString([]byte(key))+hex.EncodeToString(hash)] = req
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+// httpRequest is op as an HTTP request to the service at base.
+func httpRequest(base string, op Op) *http.Request {
+	body := fmt.Sprintf(`{"request":%d}`, op.Request)
+	r, _ := http.NewRequest(http.MethodPost, base+"/"+KindOfKey(op.Key), bytes.NewReader([]byte(body)))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", op.Key)
+	r.Header.Set("X-Client", op.Scope)
+	r.Header.Set("X-Shard", strconv.FormatInt(op.Shard, 10))
+	r.Header.Set("X-Op", op.ID())
+	return r
+}
+
+// ID names op in effects, responses and the history.
+func (op Op) ID() string {
+	if op.Client < 0 {
+		return fmt.Sprintf("operator.%d", op.Seq)
+	}
+	return fmt.Sprintf("%d.%d", op.Client, op.Seq)
+}
+
+// withShard puts the request's shard value, from X-Shard, in its context.
+func withShard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		shard, err := strconv.ParseInt(r.Header.Get("X-Shard"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad X-Shard", http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(idem.WithShard(r.Context(), shard)))
+	})
+}
+
+// pass is called at each point a request passes: the service dies there
+// when a fault armed it.
+func (s *service) pass(point string) {
+	s.mu.Lock()
+	die := s.killAt == point
+	s.mu.Unlock()
+	if die {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // until the signal lands
+	}
+}
+
+// servePay is the payment: its effect, and its response, in the
+// middleware's transaction.
+func (s *service) servePay(w http.ResponseWriter, r *http.Request) {
+	resp, err := s.pay(r.Context(), idemhttp.Tx(r.Context()), r.Header.Get("X-Op"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// pay writes the payment's effect in tx and returns its response.
+func (s *service) pay(ctx context.Context, tx *sql.Tx, op string) (idem.Response, error) {
+	resp, err := s.effect(ctx, tx, "final", op, true)
+	if err == nil {
+		s.pass(PointInFunc)
+	}
+	return resp, err
+}
+
+// Body is the body of every response the workload's work makes.
+type Body struct {
+	Key     []byte `json:"key"`
+	Shard   int64  `json:"shard"`
+	Inc     int64  `json:"inc"`
+	Request int    `json:"request"`
+	Op      string `json:"op"` // the operation whose work made it
+	Settled bool   `json:"settled,omitempty"`
+}
+
+// effect writes the effect of phase for the request that ctx names, in
+// tx, and, when final, makes the response that is stored with it.
+func (s *service) effect(ctx context.Context, tx *sql.Tx, phase, op string, final bool) (idem.Response, error) {
+	id, ok := idem.IdentityFrom(ctx)
+	if !ok {
+		return idem.Response{}, errors.New("campaign: no identity in the context")
+	}
+	shard, _ := id.Shard.(int64)
+	var hash []byte
+	err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT request_hash FROM %s WHERE %s = %s AND shard_key = %s`,
+		s.cfg.Table, quoteKey(s.cfg.Family), ph(s.cfg.Family, 1), ph(s.cfg.Family, 2)), []byte(id.Key), shard).Scan(&hash)
+	if err != nil {
+		return idem.Response{}, fmt.Errorf("campaign: read the request's hash: %w", err)
+	}
+	req, ok := s.hashes[hex.EncodeToString([]byte(id.Key))+hex.EncodeToString(hash)]
+	if !ok {
+		return idem.Response{}, fmt.Errorf("campaign: a request hash of no request of the pool")
+	}
+	var resp idem.Response
+	if final {
+		body, _ := json.Marshal(Body{Key: []byte(id.Key), Shard: shard, Inc: id.Incarnation, Request: req, Op: op})
+		resp = idem.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
+			"Content-Type":   {"application/json"},
+			"X-Campaign-Inc": {strconv.FormatInt(id.Incarnation, 10)},
+		}}
+	}
+	header, _ := json.Marshal(resp.Header)
+	_, err = tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (stored_key, shard, inc, phase, op, request, status, header, body, at) VALUES (%s, %s)`,
+		effectsTable(s.cfg.Table), placeholders(s.cfg.Family, 9), nowMicros(s.cfg.Family)),
+		[]byte(id.Key), shard, id.Incarnation, phase, op, req, resp.Status, string(header), append([]byte{}, resp.Body...))
+	if err != nil {
+		return idem.Response{}, fmt.Errorf("campaign: write the effect: %w", err)
+	}
+	return resp, nil
+}
+
+// ph is family's n-th placeholder.
+func ph(family string, n int) string {
+	if family == "postgres" {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}
+
+// checkout is the multi-step request: an order, a charge at the
+// provider, the charge recorded, and the confirmation that answers.
+func (s *service) checkout(op string) []idem.Step {
+	return []idem.Step{
+		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := s.effect(ctx, tx, "order", op, false)
+			return err
+		}),
+		idem.Call("charge", func(ctx context.Context, callKey string) error {
+			s.pass(PointBetween)
+			id, _ := idem.IdentityFrom(ctx)
+			err := charge(ctx, s.cfg.Provider, callKey, id)
+			if err == nil {
+				s.pass(PointInCall)
+			}
+			return err
+		}),
+		idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := s.effect(ctx, tx, "charged", op, false)
+			return err
+		}),
+		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			s.pass(PointBetween)
+			resp, err := s.effect(ctx, tx, "final", op, true)
+			if err == nil {
+				s.pass(PointInFunc)
+			}
+			return resp, err
+		}),
+	}
+}
+
+// resumeLoop resumes the checkouts that their clients left, as a service
+// does on a schedule.
+func (s *service) resumeLoop(ctx context.Context) {
+	steps := func(context.Context, string) ([]idem.Step, error) { return s.checkout("resume"), nil }
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = s.store.Resume(ctx, s.db, nil, steps, idem.ResumeOlderThan(resumeAge))
+		}
+	}
+}
+
+// Answer is what a request or an action was answered, as the client saw
+// it.
+type Answer struct {
+	Outcome  string      `json:"outcome"` // claimed, replay, mismatch, inflight, error, lost; ok for an action
+	Inc      int64       `json:"inc,omitempty"`
+	Status   int         `json:"status,omitempty"`
+	Header   http.Header `json:"header,omitempty"`
+	Body     []byte      `json:"body,omitempty"`
+	Err      string      `json:"err,omitempty"`
+	Retry    bool        `json:"retry,omitempty"`    // the error matches idem.ErrRetry
+	Refused  string      `json:"refused,omitempty"`  // an action's refusal: the sentinel's name
+	Replayed bool        `json:"replayed,omitempty"` // idemclient said so
+}
+
+// serveDirect runs an operation on Do, DoTx or Run in this process.
+func (s *service) serveDirect(w http.ResponseWriter, r *http.Request) {
+	var op Op
+	if err := json.NewDecoder(r.Body).Decode(&op); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	key := idemhttp.StoredKey(op.Scope, op.Key)
+	_, hash, err := s.mw.Identify(httpRequest("http://x", op))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx := idem.WithShard(idem.WithScope(r.Context(), op.Scope), op.Shard)
+	var res idem.Result
+	switch op.Surface {
+	case SurfaceDo:
+		res, err = s.do(ctx, key, hash, op)
+	case SurfaceDoTx:
+		res, err = s.store.DoTx(ctx, s.db, nil, key, hash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+			return s.pay(ctx, tx, op.ID())
+		})
+	case SurfaceRun:
+		res, err = s.store.Run(ctx, s.db, nil, key, hash, s.checkout(op.ID())...)
+	default:
+		err = fmt.Errorf("campaign: no direct surface %q", op.Surface)
+	}
+	_ = json.NewEncoder(w).Encode(answerOf(res, err))
+}
+
+// do runs op through Do in a transaction of the service's own, which it
+// commits on Claimed and rolls back otherwise.
+func (s *service) do(ctx context.Context, key string, hash []byte, op Op) (idem.Result, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return idem.Result{}, err
+	}
+	res, err := s.store.Do(ctx, tx, key, hash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
+		return s.pay(ctx, tx, op.ID())
+	})
+	if err != nil || res.Outcome != idem.Claimed {
+		_ = tx.Rollback()
+		return res, err
+	}
+	return res, tx.Commit()
+}
+
+// answerOf is the Answer of a call that returned res and err.
+func answerOf(res idem.Result, err error) Answer {
+	if err != nil {
+		return Answer{Outcome: "error", Err: err.Error(), Retry: errors.Is(err, idem.ErrRetry)}
+	}
+	a := Answer{Inc: res.Incarnation}
+	switch res.Outcome {
+	case idem.Claimed:
+		a.Outcome = "claimed"
+	case idem.Replay:
+		a.Outcome = "replay"
+	case idem.Mismatch:
+		a.Outcome = "mismatch"
+		return a
+	case idem.InFlight:
+		a.Outcome = "inflight"
+		return a
+	}
+	a.Status, a.Header, a.Body = res.Response.Status, res.Response.Header, res.Response.Body
+	return a
+}
+
+// serveOperate takes an operator's action.
+func (s *service) serveOperate(w http.ResponseWriter, r *http.Request) {
+	var op Op
+	if err := json.NewDecoder(r.Body).Decode(&op); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	key := idemhttp.StoredKey(op.Scope, op.Key)
+	ctx := idem.WithShard(r.Context(), op.Shard)
+	var err error
+	a := Answer{Outcome: "ok"}
+	switch op.Action {
+	case ActSettle:
+		body, _ := json.Marshal(Body{Key: []byte(key), Shard: op.Shard, Op: op.ID(), Settled: true})
+		resp := idem.Response{Status: http.StatusOK, Body: body}
+		a.Status, a.Body = resp.Status, resp.Body
+		err = s.store.Settle(ctx, s.db, key, resp)
+	case ActRelease:
+		err = s.store.ReleaseWithoutEffect(ctx, s.db, key)
+	case ActReleaseUndone:
+		err = s.store.ReleaseUndone(ctx, s.db, key)
+	case ActForget:
+		err = s.store.Forget(ctx, s.db, key)
+	case ActPurge:
+		var n int64
+		n, err = s.store.Purge(ctx, s.db, 100)
+		a.Status = int(n)
+	default:
+		err = fmt.Errorf("campaign: no action %q", op.Action)
+	}
+	if err != nil {
+		a = Answer{Outcome: "error", Err: err.Error(), Refused: refusal(err)}
+	}
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// refusal names the sentinel that err matches, where it is one by which
+// an operator's action refuses.
+func refusal(err error) string {
+	for _, s := range []struct {
+		name string
+		err  error
+	}{
+		{"not-found", idem.ErrNotFound}, {"finished", idem.ErrKeyFinished}, {"held", idem.ErrKeyHeld},
+		{"unfinished", idem.ErrKeyUnfinished}, {"phases-committed", idem.ErrPhasesCommitted},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return ""
+}
+
+// Arm is a fault that a service causes in itself.
+type Arm struct {
+	KillAt    string `json:"kill_at,omitempty"`
+	LoseReply bool   `json:"lose_reply,omitempty"`
+	// Disarm takes back every fault armed before: the faults have
+	// stopped.
+	Disarm bool `json:"disarm,omitempty"`
+}
+
+// serveArm arms a fault in this service.
+func (s *service) serveArm(w http.ResponseWriter, r *http.Request) {
+	var a Arm
+	if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if a.Disarm {
+		s.mu.Lock()
+		s.killAt = ""
+		s.mu.Unlock()
+		s.lossy.SetCommit(fault.CommitNormally)
+	}
+	if a.KillAt != "" {
+		s.mu.Lock()
+		s.killAt = a.KillAt
+		s.mu.Unlock()
+	}
+	if a.LoseReply {
+		s.lossy.SetCommit(fault.LoseReply)
+	}
+}

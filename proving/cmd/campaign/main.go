@@ -1,0 +1,168 @@
+// Command campaign runs idem's fault campaign: clients send random
+// requests on every surface while faults strike the services and their
+// connections, and a checker holds the recorded history against the
+// contract's invariants. scripts/campaign runs it on the servers that
+// scripts/test starts; docs/reliability.md describes it.
+//
+// Usage:
+//
+//	campaign [-db LIST] [-duration D] [-seed N] [-mutate NAME] [-list-mutations]
+//
+// It prints a line per target, and exits 1 when any invariant was broken,
+// keeping the history and printing the command that replays the seed. The
+// same program is each service process of a campaign: it serves when it
+// finds its configuration in the environment.
+package main
+
+import (
+	"context"
+	cryptorand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "github.com/lib/pq"
+	_ "modernc.org/sqlite"
+
+	"github.com/idemgo/idem/proving/campaign"
+)
+
+func main() {
+	if cfg := os.Getenv(campaign.EnvService); cfg != "" {
+		os.Exit(serve(cfg))
+	}
+	os.Exit(run())
+}
+
+func serve(cfg string) int {
+	var c campaign.ServiceConfig
+	if err := json.Unmarshal([]byte(cfg), &c); err != nil {
+		fmt.Fprintln(os.Stderr, "campaign service:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := campaign.Serve(ctx, c); err != nil {
+		fmt.Fprintf(os.Stderr, "campaign service %d: %v\n", c.Index, err)
+		return 1
+	}
+	return 0
+}
+
+func run() int {
+	var (
+		dbs      = flag.String("db", "", "comma-separated targets (sqlite, postgres/pq, postgres/pgx, mariadb, mariadb/MySQL, mysql, tidb, vitess); default every one reachable")
+		duration = flag.Duration("duration", 60*time.Second, "how long the workload and its faults run on each target")
+		seed     = flag.Uint64("seed", 0, "the seed of the workload and the fault schedule; 0 draws one, which is printed")
+		mutate   = flag.String("mutate", "", "build the services with this known bug (see -list-mutations)")
+		list     = flag.Bool("list-mutations", false, "list the known bugs that -mutate puts in, and exit")
+		clients  = flag.Int("clients", 6, "client goroutines")
+		services = flag.Int("services", 3, "service processes")
+		dir      = flag.String("dir", "", "where to keep the histories; default a new temporary directory, deleted when no invariant broke")
+	)
+	flag.Parse()
+	if *list {
+		for _, m := range campaign.Mutations {
+			fmt.Printf("%-28s invariant %d: %s\n", m.Name, m.Invariant, m.What)
+		}
+		return 0
+	}
+	if *seed == 0 {
+		var b [8]byte
+		_, _ = cryptorand.Read(b[:])
+		*seed = binary.BigEndian.Uint64(b[:])>>1 | 1
+	}
+	targets, err := pick(*dbs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	keep := *dir != ""
+	if keep {
+		if err := os.MkdirAll(*dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	} else {
+		if *dir, err = os.MkdirTemp("", "idem-campaign-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	service := ""
+	if *mutate != "" {
+		m, err := campaign.MutationNamed(*mutate)
+		if err == nil {
+			service, err = campaign.BuildMutated(m, "github.com/idemgo/idem/proving/cmd/campaign", *dir)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	fmt.Printf("campaign: seed %d\n", *seed)
+	failed := false
+	for _, tg := range targets {
+		rep, err := campaign.Run(ctx, campaign.Config{
+			Target: tg, Duration: *duration, Seed: *seed, Clients: *clients, Services: *services,
+			Service: service, Dir: *dir, Log: os.Stderr,
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "campaign: %s: %v\n", tg.Name, err)
+			failed = true
+			continue
+		}
+		for _, v := range rep.Violations {
+			fmt.Println("  violation:", v)
+		}
+		if len(rep.Violations) > 0 {
+			failed = true
+			fmt.Printf("  history: %s\n  replay: bash scripts/campaign -db %s -duration %s -seed %d%s\n",
+				rep.History, tg.Name, *duration, *seed, mutation(*mutate))
+		}
+		fmt.Println(rep.Line())
+	}
+	if failed {
+		return 1
+	}
+	if !keep {
+		os.RemoveAll(*dir)
+	}
+	return 0
+}
+
+func mutation(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " -mutate " + name
+}
+
+// pick returns the targets that list names, all reachable ones when it is
+// empty; a name that is not reachable is an error that says why.
+func pick(list string) ([]campaign.Target, error) {
+	all := campaign.Targets()
+	if list == "" {
+		return all, nil
+	}
+	var ts []campaign.Target
+	for _, name := range strings.Split(list, ",") {
+		i := slices.IndexFunc(all, func(t campaign.Target) bool { return t.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("campaign: no target %q here: run through scripts/campaign, which starts the servers (TiDB with IDEM_TIDB=1, Vitess with IDEM_VITESS=1)", name)
+		}
+		ts = append(ts, all[i])
+	}
+	return ts, nil
+}
