@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2317  # cleanup and the stop helpers only run from the EXIT trap
 # The throwaway database servers of the test suite, for the scripts that
-# source this file (scripts/test): one way to install, start and stop each
-# server. start_servers starts PostgreSQL 15, PgBouncer in front of it,
-# MariaDB and MySQL, and TiDB and Vitess when asked for.
+# source this file (scripts/test, scripts/campaign): one way to install,
+# start and stop each server. start_servers starts PostgreSQL 15, PgBouncer
+# in front of it, MariaDB and MySQL, and TiDB and Vitess when asked for.
 #
 # The servers live in one temporary directory of the run's own, start side
 # by side, listen only on 127.0.0.1 on free ports, and are stopped and

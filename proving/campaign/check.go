@@ -3,14 +3,12 @@ package campaign
 import (
 	"bytes"
 	"cmp"
-		"encoding/json"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/idemgo/idem/idemhttp"
 )
 
 // The invariants, each named by the sentence of docs/contract.md or
@@ -60,7 +58,7 @@ type call struct {
 	answered int64
 }
 
-func (c call) rec() record { return record{idemhttp.StoredKey(c.op.Scope, c.op.Key), c.op.Shard} }
+func (c call) rec() record { return record{c.op.StoredKey(), c.op.RecordShard()} }
 
 // Check checks the invariants on a campaign's history; audited says
 // whether the history holds the audit of the Store's table, which the
@@ -186,7 +184,7 @@ func Check(events []Event, audited bool) []Violation {
 	// and a record ends only by its expiry or an operator's action.
 	last := map[string]*call{}
 	for _, c := range calls {
-		if c.op.Client == -2 {
+		if c.op.Client == drainClient {
 			last[fmt.Sprint(c.rec(), c.op.Request)] = c
 		}
 	}
@@ -308,9 +306,9 @@ func storedResponses(audit []*AuditRow) map[incarnation]storedResponse {
 // deleteAttribution ties the audit's deletions and settlements to the
 // operators' actions that made them.
 type deleteAttribution struct {
-	byAction   map[int64]string         // audit seq: the action that made it
-	at         map[incarnation]int64    // when an action deleted an incarnation
-	undone     map[incarnation]bool     // incarnations ReleaseUndone deleted, their effects undone
+	byAction   map[int64]string      // audit seq: the action that made it
+	at         map[incarnation]int64 // when an action deleted an incarnation
+	undone     map[incarnation]bool  // incarnations ReleaseUndone deleted, their effects undone
 	violations []Violation
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemclient"
 	"github.com/idemgo/idem/proving/fault"
 )
@@ -184,6 +185,7 @@ type campaign struct {
 	plan  Plan
 	hist  *history
 	db    *sql.DB
+	store *idem.Store
 	table string
 	proxy *fault.Proxy
 	prov  *provider
@@ -278,11 +280,10 @@ func (c *campaign) setUp(ctx context.Context) error {
 	if c.db, err = sql.Open(tg.Driver, dsn); err != nil {
 		return err
 	}
-	store, err := NewStore(tg.Dialect, c.table)
-	if err != nil {
+	if c.store, err = NewStore(tg.Dialect, c.table); err != nil {
 		return err
 	}
-	if err := store.Migrate(ctx, c.db); err != nil {
+	if err := c.store.Migrate(ctx, c.db); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if err := createTables(ctx, c.db, tg.Family, tg.Dialect, c.table); err != nil {
@@ -389,26 +390,65 @@ func withAddrFunc(family, dsn string, f func(string) string) (string, error) {
 	return "", fmt.Errorf("campaign: no server address in a %s DSN", family)
 }
 
-// client sends client i's requests, one at a time, until ctx ends.
+// client sends client i's requests, one at a time, until ctx ends, or,
+// with MaxOps, until it has sent that many.
 func (c *campaign) client(ctx context.Context, i int) {
-	for seq := 0; ctx.Err() == nil && (c.cfg.MaxOps <= 0 || seq < c.cfg.MaxOps); seq++ {
+	for seq := 0; c.more(ctx, seq, c.cfg.MaxOps); seq++ {
 		c.send(ctx, c.plan.ClientOp(i, seq))
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// operator takes the operator's actions, one every 300 ms, until ctx ends.
+// more reports whether a client goes on to its seq-th operation: until
+// ctx ends, or, when MaxOps is set, until it has sent max, whatever the
+// time, so that two runs of one seed send the same operations.
+func (c *campaign) more(ctx context.Context, seq, max int) bool {
+	if c.cfg.MaxOps > 0 {
+		return seq < max
+	}
+	return ctx.Err() == nil
+}
+
+// operator takes the operator's actions, one every 100 ms, until ctx ends.
 func (c *campaign) operator(ctx context.Context) {
-	for seq := 0; ctx.Err() == nil && (c.cfg.MaxOps <= 0 || seq < c.cfg.MaxOps/4); seq++ {
+	for seq := 0; c.more(ctx, seq, c.cfg.MaxOps/4); seq++ {
 		op := c.plan.OperatorOp(seq)
+		if op.Stuck {
+			c.pickStuck(ctx, &op)
+		}
 		c.hist.add(Event{Type: EvInvoke, Op: &op})
 		a := c.post(context.WithoutCancel(ctx), c.procs[op.Via].base()+"/operate", op)
 		c.hist.add(Event{Type: EvAnswer, Op: &op, Answer: &a})
 		select {
 		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// pickStuck points op at a request that Store.Unfinished lists, where it
+// lists any: the request an operator would look at. An even Pick looks
+// among those that no runner holds, whose lease ran out, as an operator
+// who follows operations.md does, where there are any; an odd one among
+// all, as one who acts in haste.
+func (c *campaign) pickStuck(ctx context.Context, op *Op) {
+	list, err := c.store.Unfinished(ctx, c.db, 0, 100)
+	if err != nil || len(list) == 0 {
+		return
+	}
+	if op.Pick%2 == 0 {
+		var out []idem.Unfinished
+		for _, u := range list {
+			if u.LeaseLeft <= 0 {
+				out = append(out, u)
+			}
+		}
+		if len(out) > 0 {
+			list = out
+		}
+	}
+	u := list[op.Pick/2%len(list)]
+	op.Stored, op.StoredShard = []byte(u.Key), u.Shard.(int64)
 }
 
 // send sends op on its surface and records it and its answer. A request
@@ -517,7 +557,7 @@ func (c *campaign) faults(ctx context.Context, start time.Time) {
 			p.signal(syscall.SIGSTOP)
 			time.AfterFunc(f.For, func() { p.signal(syscall.SIGCONT) })
 		case FaultProvider:
-			c.prov.loseNext()
+			c.prov.strike(f.Point)
 		case FaultCutAll:
 			c.proxy.CutAll()
 		case FaultCutCommit:
@@ -586,7 +626,7 @@ func (c *campaign) drain(ctx context.Context, deadline time.Time) {
 		var still []Op
 		for _, op := range open {
 			retry := op
-			retry.Client, retry.Seq, retry.Via = -2, seq, seq%len(c.procs)
+			retry.Client, retry.Seq, retry.Via = drainClient, seq, seq%len(c.procs)
 			seq++
 			if retry.Surface == SurfaceHTTP || retry.Surface == SurfaceSteps {
 				retry.Surface = map[string]string{KindPay: SurfaceDoTx, KindCheckout: SurfaceRun}[KindOfKey(op.Key)]
@@ -602,6 +642,9 @@ func (c *campaign) drain(ctx context.Context, deadline time.Time) {
 		}
 	}
 }
+
+// drainClient is the client of the drain's retries in the history.
+const drainClient = -2
 
 // lastAnswer is the answer that op got.
 func (c *campaign) lastAnswer(op Op) Answer {
@@ -644,11 +687,7 @@ func (c *campaign) collect(ctx context.Context) error {
 			return err
 		}
 	}
-	store, err := NewStore(c.cfg.Target.Dialect, c.table)
-	if err != nil {
-		return err
-	}
-	unfinished, err := store.Unfinished(ctx, c.db, 0, 10000)
+	unfinished, err := c.store.Unfinished(ctx, c.db, 0, 10000)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ var Mutations = []Mutation{
 		What: "Purge deletes the records that expire within a retention window from now, live ones included",
 		File: "operator_purge.go",
 		Old:  "v := &values{now: s.clock().UnixMicro(), limit: int64(batch)}",
-		New:  "v := &values{now: s.clock().Add(s.retention).UnixMicro(), limit: int64(batch)}",
+		New:  "v := &values{now: s.clock().UnixMicro() + s.retention, limit: int64(batch)}",
 	},
 	{
 		Name: "operators-ignore-lease", Invariant: 6,

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/idemgo/idem/idemhttp"
 )
 
 // The surfaces through which a client's request reaches the Store.
@@ -34,9 +36,9 @@ var Actions = []string{ActSettle, ActRelease, ActReleaseUndone, ActForget, ActPu
 // drawn from the seed alone: nothing in it depends on an earlier answer,
 // so that one seed makes the same operations on every run.
 type Op struct {
-	Client int    `json:"client"` // the client, or -1 for the operator
-	Seq    int    `json:"seq"`    // its place in that client's sequence
-	Via    int    `json:"via"`    // which service it is sent to
+	Client  int    `json:"client"` // the client; operatorClient and drainClient for the others
+	Seq     int    `json:"seq"`    // its place in that client's sequence
+	Via     int    `json:"via"`    // which service it is sent to
 	Surface string `json:"surface,omitempty"`
 	Action  string `json:"action,omitempty"`
 	// Key is the client's idempotency key, Scope the client it is scoped
@@ -49,6 +51,30 @@ type Op struct {
 	// first request, and a retry sends it again; 1 reuses the key for
 	// another request, which must be refused.
 	Request int `json:"request"`
+	// Stuck makes an operator act, as operations.md has them do, on a
+	// request that Store.Unfinished lists: the Pick-th, counted round.
+	// Stored is the stored key of the one it listed when the action was
+	// sent, which the plan cannot know.
+	Stuck       bool   `json:"stuck,omitempty"`
+	Pick        int    `json:"pick,omitempty"`
+	Stored      []byte `json:"stored,omitempty"`
+	StoredShard int64  `json:"stored_shard,omitempty"`
+}
+
+// StoredKey is the key under which the Store keeps op's record.
+func (op Op) StoredKey() string {
+	if op.Stored != nil {
+		return string(op.Stored)
+	}
+	return idemhttp.StoredKey(op.Scope, op.Key)
+}
+
+// RecordShard is the shard value of op's record.
+func (op Op) RecordShard() int64 {
+	if op.Stored != nil {
+		return op.StoredShard
+	}
+	return op.Shard
 }
 
 // Fault is one fault of the schedule, At after the campaign's start.
@@ -70,15 +96,15 @@ const (
 	FaultCutCommit = "cut-commit" // the next COMMIT cut, before or after it reaches the server
 	FaultLoseReply = "lose-reply" // the next commit's reply lost in the service's driver
 	FaultLatency   = "latency"    // latency between the services and the database
-	FaultProvider  = "provider"   // the provider charges and its answer is lost
+	FaultProvider  = "provider"   // the provider's next calls fail, or charge and lose their answers
 )
 
 // The points at which a FaultKillAt strikes.
 const (
-	PointInFunc  = "in-func"  // in a Func or a Final, its effect written, before it returns
-	PointInCall  = "in-call"  // in a Call, after the provider charged
-	PointBetween = "between"  // between two phases of a multi-step request
-	PointCommit  = "commit"   // as a COMMIT is about to be sent
+	PointInFunc  = "in-func" // in a Func or a Final, its effect written, before it returns
+	PointInCall  = "in-call" // in a Call, after the provider charged
+	PointBetween = "between" // between two phases of a multi-step request
+	PointCommit  = "commit"  // as a COMMIT is about to be sent
 )
 
 var killPoints = []string{PointInFunc, PointInCall, PointBetween, PointCommit}
@@ -127,6 +153,8 @@ func NewPlan(seed uint64, clients, services int, d time.Duration, noServer bool)
 			f.Point = []string{"before", "after"}[r.IntN(2)]
 		case FaultPause:
 			f.For = time.Duration(2500+r.IntN(1500)) * time.Millisecond
+		case FaultProvider:
+			f.Point = []string{"fail", "lose"}[r.IntN(2)]
 		case FaultLatency:
 			f.For = time.Duration(1000+r.IntN(2000)) * time.Millisecond
 			f.Point = fmt.Sprint(20 + r.IntN(80)) // milliseconds
@@ -156,18 +184,24 @@ func (p Plan) ClientOp(c, seq int) Op {
 	return op
 }
 
+// operatorClient is the operator's client number in an Op.
+const operatorClient = -1
+
 // OperatorOp returns the operator's seq-th action.
 func (p Plan) OperatorOp(seq int) Op {
 	r := rand.New(rand.NewPCG(p.Seed, 1<<40|uint64(seq)))
-	return Op{
-		Client: -1,
+	op := Op{
+		Client: operatorClient,
 		Seq:    seq,
 		Via:    r.IntN(p.Services),
 		Action: Actions[r.IntN(len(Actions))],
 		Key:    keyOf([]string{KindPay, KindCheckout}[r.IntN(2)], r.IntN(keysInPool)),
 		Scope:  fmt.Sprintf("client-%c", 'a'+r.IntN(scopes)),
 		Shard:  int64(1 + r.IntN(shards)),
+		Pick:   r.IntN(1 << 20),
 	}
+	op.Stuck = op.Action != ActPurge && r.IntN(3) != 0
+	return op
 }
 
 // The two kinds of request: a payment, made in one transaction, and a

@@ -37,8 +37,12 @@ type provider struct {
 
 	mu      sync.Mutex
 	charges map[string]string
-	lose    int
+	fail    int // calls to refuse without charging
+	lose    int // calls to charge, then lose the answer of
 }
+
+// providerFaultCalls is how many calls a provider fault strikes.
+const providerFaultCalls = 3
 
 func startProvider(record func(Call)) (*provider, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,11 +57,16 @@ func startProvider(record func(Call)) (*provider, error) {
 
 func (p *provider) close() { p.srv.Close() }
 
-// loseNext makes the provider charge the next call and lose its answer.
-func (p *provider) loseNext() {
+// strike makes the provider fail its next calls ("fail": 503, without
+// charging) or charge them and lose their answers ("lose").
+func (p *provider) strike(how string) {
 	p.mu.Lock()
-	p.lose++
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if how == "fail" {
+		p.fail += providerFaultCalls
+	} else {
+		p.lose += providerFaultCalls
+	}
 }
 
 func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +77,12 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.CallKey = r.Header.Get("Idempotency-Key")
 	p.mu.Lock()
+	if p.fail > 0 {
+		p.fail--
+		p.mu.Unlock()
+		http.Error(w, "the provider is unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	id, ok := p.charges[c.CallKey]
 	if !ok {
 		id = fmt.Sprintf("ch_%d", len(p.charges)+1)

@@ -171,8 +171,11 @@ func httpRequest(base string, op Op) *http.Request {
 
 // ID names op in effects, responses and the history.
 func (op Op) ID() string {
-	if op.Client < 0 {
+	switch op.Client {
+	case operatorClient:
 		return fmt.Sprintf("operator.%d", op.Seq)
+	case drainClient:
+		return fmt.Sprintf("drain.%d", op.Seq)
 	}
 	return fmt.Sprintf("%d.%d", op.Client, op.Seq)
 }
@@ -348,7 +351,7 @@ func (s *service) serveDirect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	key := idemhttp.StoredKey(op.Scope, op.Key)
+	key := op.StoredKey()
 	_, hash, err := s.mw.Identify(httpRequest("http://x", op))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -417,13 +420,13 @@ func (s *service) serveOperate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	key := idemhttp.StoredKey(op.Scope, op.Key)
-	ctx := idem.WithShard(r.Context(), op.Shard)
+	key := op.StoredKey()
+	ctx := idem.WithShard(r.Context(), op.RecordShard())
 	var err error
 	a := Answer{Outcome: "ok"}
 	switch op.Action {
 	case ActSettle:
-		body, _ := json.Marshal(Body{Key: []byte(key), Shard: op.Shard, Op: op.ID(), Settled: true})
+		body, _ := json.Marshal(Body{Key: []byte(key), Shard: op.RecordShard(), Op: op.ID(), Settled: true})
 		resp := idem.Response{Status: http.StatusOK, Body: body}
 		a.Status, a.Body = resp.Status, resp.Body
 		err = s.store.Settle(ctx, s.db, key, resp)

@@ -1,0 +1,83 @@
+package campaign
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// mutationSeeds are the recorded seeds with which TestMutationsAreFound
+// runs each mutation.
+var mutationSeeds = map[string]uint64{
+	"claim-skips-fingerprint":     42,
+	"callkey-without-incarnation": 42,
+	"purge-ignores-expiry":        42,
+	"operators-ignore-lease":      42,
+	"forget-unfinished":           42,
+	"release-past-phases":         42,
+}
+
+// TestMutationsAreFound shows that the checker can fail: each known bug of
+// Mutations, built into the services, is reported by the campaign as its
+// invariant broken, on SQLite, PostgreSQL (through pgx) and MariaDB,
+// within mutationRun of workload and faults from a recorded seed.
+func TestMutationsAreFound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the mutations take minutes: run without -short")
+	}
+	var targets []Target
+	for _, name := range []string{"sqlite", "postgres/pgx", "mariadb"} {
+		i := slices.IndexFunc(Targets(), func(tg Target) bool { return tg.Name == name })
+		if i < 0 {
+			t.Logf("%s is not reachable: run through scripts/test, which starts the servers", name)
+			continue
+		}
+		targets = append(targets, Targets()[i])
+	}
+	for _, m := range Mutations {
+		t.Run(m.Name, func(t *testing.T) {
+			seed, ok := mutationSeeds[m.Name]
+			if !ok {
+				t.Fatalf("mutation %s has no recorded seed", m.Name)
+			}
+			bin, err := BuildMutated(m, "github.com/idemgo/idem/proving/cmd/campaign", t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tg := range targets {
+				t.Run(tg.Name, func(t *testing.T) {
+					rep, err := Run(context.Background(), Config{
+						Target: tg, Duration: mutationRun, Seed: seed, Clients: 6, Services: 3,
+						Service: bin, Dir: t.TempDir(), Log: os.Stderr,
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var hits []Violation
+					for _, v := range rep.Violations {
+						if v.Invariant == m.Invariant {
+							hits = append(hits, v)
+						}
+					}
+					if len(hits) == 0 {
+						var seen []string
+						for _, v := range rep.Violations {
+							seen = append(seen, v.String())
+						}
+						t.Fatalf("%s\nnot found: no violation of invariant %d; found:\n%s", rep.Line(), m.Invariant, strings.Join(seen, "\n"))
+					}
+					t.Logf("%s\nfound %d times, first: %s", rep.Line(), len(hits), hits[0])
+				})
+			}
+		})
+	}
+}
+
+// mutationRun is how long each mutation's campaign runs on each target.
+const mutationRun = 30 * time.Second
