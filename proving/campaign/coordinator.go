@@ -87,7 +87,8 @@ type proc struct {
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	addr   string
+	addr   string // HTTP's
+	grpc   string // gRPC's
 	paused bool
 	done   chan struct{} // closed when cmd has ended
 }
@@ -126,8 +127,9 @@ func (p *proc) start() error {
 			<-done
 			return fmt.Errorf("service %d ended before it listened", p.index)
 		}
+		httpAddr, grpcAddr, _ := strings.Cut(a, " ")
 		p.mu.Lock()
-		p.cmd, p.addr, p.done, p.paused = cmd, a, done, false
+		p.cmd, p.addr, p.grpc, p.done, p.paused = cmd, httpAddr, grpcAddr, done, false
 		p.mu.Unlock()
 		return nil
 	case <-time.After(60 * time.Second):
@@ -141,6 +143,13 @@ func (p *proc) base() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return "http://" + p.addr
+}
+
+// grpcAddr is the address of the service's gRPC server.
+func (p *proc) grpcAddr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.grpc
 }
 
 func (p *proc) signal(sig syscall.Signal) {
@@ -394,7 +403,20 @@ func withAddrFunc(family, dsn string, f func(string) string) (string, error) {
 // with MaxOps, until it has sent that many.
 func (c *campaign) client(ctx context.Context, i int) {
 	for seq := 0; c.more(ctx, seq, c.cfg.MaxOps); seq++ {
-		c.send(ctx, c.plan.ClientOp(i, seq))
+		op := c.plan.ClientOp(i, seq)
+		if op.Burst {
+			twin := op
+			twin.Twin, twin.Via = true, (op.Via+1)%len(c.procs)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c.send(ctx, twin)
+			}()
+			c.send(ctx, op)
+			<-done
+			continue
+		}
+		c.send(ctx, op)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -461,6 +483,8 @@ func (c *campaign) send(ctx context.Context, op Op) {
 	switch op.Surface {
 	case SurfaceHTTP, SurfaceSteps:
 		a = c.overHTTP(ctx, op)
+	case SurfaceGRPC:
+		a = overGRPC(ctx, c.procs[op.Via].grpcAddr(), op)
 	default:
 		a = c.post(ctx, c.procs[op.Via].base()+"/direct", op)
 	}
@@ -666,13 +690,13 @@ func final(a Answer) bool {
 // collect reads what the database holds at the end into the history:
 // the effects, the audit and the requests still unfinished.
 func (c *campaign) collect(ctx context.Context) error {
-	rows, err := c.db.QueryContext(ctx, `SELECT seq, stored_key, shard, inc, phase, op, request, status, header, body, at FROM `+effectsTable(c.table)+` ORDER BY seq`)
+	rows, err := c.db.QueryContext(ctx, `SELECT seq, stored_key, shard, inc, phase, op, status, header, body, at FROM `+effectsTable(c.table)+` ORDER BY seq`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var e Effect
-		if err := rows.Scan(&e.Seq, &e.Key, &e.Shard, &e.Inc, &e.Phase, &e.Op, &e.Request, &e.Status, &e.Header, &e.Body, &e.At); err != nil {
+		if err := rows.Scan(&e.Seq, &e.Key, &e.Shard, &e.Inc, &e.Phase, &e.Op, &e.Status, &e.Header, &e.Body, &e.At); err != nil {
 			rows.Close()
 			return err
 		}

@@ -40,17 +40,16 @@ const (
 
 // Effect is a row of the effects table: work that committed.
 type Effect struct {
-	Seq     int64  `json:"seq"`
-	Key     []byte `json:"key"`
-	Shard   int64  `json:"shard"`
-	Inc     int64  `json:"inc"`
-	Phase   string `json:"phase"`
-	Op      string `json:"op"`
-	Request int    `json:"request"`
-	Status  int    `json:"status"`
-	Header  string `json:"header"`
-	Body    []byte `json:"body"`
-	At      int64  `json:"at"`
+	Seq    int64  `json:"seq"`
+	Key    []byte `json:"key"`
+	Shard  int64  `json:"shard"`
+	Inc    int64  `json:"inc"`
+	Phase  string `json:"phase"`
+	Op     string `json:"op"`
+	Status int    `json:"status"`
+	Header string `json:"header"`
+	Body   []byte `json:"body"`
+	At     int64  `json:"at"`
 }
 
 // AuditRow is a change to a record of the Store's table, by the

@@ -3,6 +3,7 @@ package campaign
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/idemgo/idem/idemhttp"
@@ -15,10 +16,11 @@ const (
 	SurfaceRun   = "run"   // Store.Run, the multi-step checkout
 	SurfaceHTTP  = "http"  // idemhttp's Handler, through idemclient
 	SurfaceSteps = "steps" // idemhttp's Steps, the checkout, through idemclient
+	SurfaceGRPC  = "grpc"  // idemgrpc's interceptor, either kind, through its client interceptor
 )
 
 // Surfaces lists the surfaces in the order the plan draws from.
-var Surfaces = []string{SurfaceDo, SurfaceDoTx, SurfaceRun, SurfaceHTTP, SurfaceSteps}
+var Surfaces = []string{SurfaceDo, SurfaceDoTx, SurfaceRun, SurfaceHTTP, SurfaceSteps, SurfaceGRPC}
 
 // The operators' actions, as docs/operations.md describes them.
 const (
@@ -51,6 +53,10 @@ type Op struct {
 	// first request, and a retry sends it again; 1 reuses the key for
 	// another request, which must be refused.
 	Request int `json:"request"`
+	// Burst sends the request twice at once, the second time (Twin) to
+	// the next service.
+	Burst bool `json:"burst,omitempty"`
+	Twin  bool `json:"twin,omitempty"`
 	// Stuck makes an operator act, as operations.md has them do, on a
 	// request that Store.Unfinished lists: the Pick-th, counted round.
 	// Stored is the stored key of the one it listed when the action was
@@ -176,11 +182,24 @@ func (p Plan) ClientOp(c, seq int) Op {
 		Scope:   fmt.Sprintf("client-%c", 'a'+r.IntN(scopes)),
 		Shard:   int64(1 + r.IntN(shards)),
 	}
-	op.Key = keyOf(kindOf(op.Surface), r.IntN(keysInPool))
+	kind := kindOf(op.Surface)
+	if op.Surface == SurfaceGRPC {
+		// gRPC's calls have keys of their own: idemgrpc hashes a call
+		// otherwise than idemhttp a request, and stores its reply
+		// otherwise, so that the two surfaces never share a record.
+		kind = []string{KindPay, KindCheckout}[r.IntN(2)]
+	}
+	op.Key = keyOf(kind, r.IntN(keysInPool))
+	if op.Surface == SurfaceGRPC {
+		op.Key = grpcPrefix + op.Key
+	}
 	// One request in eight reuses its key for another request.
 	if r.IntN(8) == 0 {
 		op.Request = 1
 	}
+	// One in five goes out twice at once, to two services, as a retry
+	// that a client's timeout fires while the first attempt still runs.
+	op.Burst = r.IntN(5) == 0
 	return op
 }
 
@@ -223,9 +242,12 @@ func kindOf(surface string) string {
 // keyOf returns the n-th key of kind.
 func keyOf(kind string, n int) string { return fmt.Sprintf("%s-%02d", kind, n) }
 
+// grpcPrefix starts the keys of gRPC's calls.
+const grpcPrefix = "grpc-"
+
 // KindOfKey returns the kind of request that key names.
 func KindOfKey(key string) string {
-	if len(key) > len(KindCheckout) && key[:len(KindCheckout)] == KindCheckout {
+	if strings.HasPrefix(strings.TrimPrefix(key, grpcPrefix), KindCheckout) {
 		return KindCheckout
 	}
 	return KindPay

@@ -60,7 +60,6 @@ func createTables(ctx context.Context, db *sql.DB, family, dialect, table string
 	inc BIGINT NOT NULL,
 	phase VARCHAR(16) NOT NULL,
 	op VARCHAR(64) NOT NULL,
-	request INT NOT NULL,
 	status INT NOT NULL,
 	header %s NOT NULL,
 	body %s NOT NULL,

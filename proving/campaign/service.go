@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
@@ -45,7 +46,7 @@ const EnvService = "IDEM_CAMPAIGN_SERVICE"
 // records expire and Resume takes requests within seconds.
 const (
 	lease       = 1500 * time.Millisecond
-	retention   = 6 * time.Second
+	retention   = 4 * time.Second
 	lockTimeout = 500 * time.Millisecond
 	resumeAge   = 2 * time.Second
 )
@@ -69,19 +70,19 @@ func NewStore(dialect, table string) (*idem.Store, error) {
 // workload on every surface, and the operators' actions, and dies where a
 // fault tells it to.
 type service struct {
-	cfg    ServiceConfig
-	db     *sql.DB
-	store  *idem.Store
-	mw     *idemhttp.Middleware
-	lossy  *fault.Lossy
-	hashes map[string]int // request by hex(stored key, hash)
+	cfg   ServiceConfig
+	db    *sql.DB
+	store *idem.Store
+	mw    *idemhttp.Middleware
+	lossy *fault.Lossy
 
 	mu     sync.Mutex
 	killAt string // the point at which the service dies, if any
 }
 
 // Serve runs the service that cfg describes until ctx ends or a fault
-// kills it. It prints the line "listening ADDR" once it serves.
+// kills it. It prints the line "listening ADDR GRPC-ADDR" once it serves,
+// HTTP at the first address and gRPC at the second.
 func Serve(ctx context.Context, cfg ServiceConfig) error {
 	// The MySQL driver logs each connection that a fault cut; the
 	// campaign records what the clients saw instead.
@@ -105,14 +106,11 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	if err != nil {
 		return err
 	}
-	if s.hashes, err = requestHashes(s.mw); err != nil {
-		return err
-	}
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /pay", withShard(s.mw.Handler(http.HandlerFunc(s.servePay))))
 	mux.Handle("POST /checkout", withShard(s.mw.Steps(func(r *http.Request) ([]idem.Step, error) {
-		return s.checkout(r.Header.Get("X-Op")), nil
+		return s.checkout(r.Header.Get("X-Op"), nil), nil
 	})))
 	mux.HandleFunc("POST /direct", s.serveDirect)
 	mux.HandleFunc("POST /operate", s.serveOperate)
@@ -121,7 +119,11 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("listening", ln.Addr())
+	grpcAddr, err := s.serveGRPC(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println("listening", ln.Addr(), grpcAddr)
 	go s.resumeLoop(ctx)
 	srv := &http.Server{Handler: mux}
 	go func() {
@@ -132,29 +134,6 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 		return err
 	}
 	return nil
-}
-
-// requestHashes returns the request, 0 or 1, that each stored key and
-// request hash of the workload's pool stands for, as the middleware
-// identifies them, so that the steps of a request that Resume drives,
-// which no client sent, still know which request they serve.
-func requestHashes(mw *idemhttp.Middleware) (map[string]int, error) {
-	m := map[string]int{}
-	for _, kind := range []string{KindPay, KindCheckout} {
-		for n := range keysInPool {
-			for sc := range scopes {
-				for req := range 2 {
-					r := httpRequest("http://x", Op{Key: keyOf(kind, n), Scope: fmt.Sprintf("client-%c", 'a'+sc), Request: req})
-					key, hash, err := mw.Identify(r)
-					if err != nil {
-						return nil, err
-					}
-					m[hex.EncodeToString([]byte(key))+hex.EncodeToString(hash)] = req
-				}
-			}
-		}
-	}
-	return m, nil
 }
 
 // httpRequest is op as an HTTP request to the service at base.
@@ -176,6 +155,9 @@ func (op Op) ID() string {
 		return fmt.Sprintf("operator.%d", op.Seq)
 	case drainClient:
 		return fmt.Sprintf("drain.%d", op.Seq)
+	}
+	if op.Twin {
+		return fmt.Sprintf("%d.%d.twin", op.Client, op.Seq)
 	}
 	return fmt.Sprintf("%d.%d", op.Client, op.Seq)
 }
@@ -233,7 +215,6 @@ type Body struct {
 	Key     []byte `json:"key"`
 	Shard   int64  `json:"shard"`
 	Inc     int64  `json:"inc"`
-	Request int    `json:"request"`
 	Op      string `json:"op"` // the operation whose work made it
 	Settled bool   `json:"settled,omitempty"`
 }
@@ -246,45 +227,29 @@ func (s *service) effect(ctx context.Context, tx *sql.Tx, phase, op string, fina
 		return idem.Response{}, errors.New("campaign: no identity in the context")
 	}
 	shard, _ := id.Shard.(int64)
-	var hash []byte
-	err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT request_hash FROM %s WHERE %s = %s AND shard_key = %s`,
-		s.cfg.Table, quoteKey(s.cfg.Family), ph(s.cfg.Family, 1), ph(s.cfg.Family, 2)), []byte(id.Key), shard).Scan(&hash)
-	if err != nil {
-		return idem.Response{}, fmt.Errorf("campaign: read the request's hash: %w", err)
-	}
-	req, ok := s.hashes[hex.EncodeToString([]byte(id.Key))+hex.EncodeToString(hash)]
-	if !ok {
-		return idem.Response{}, fmt.Errorf("campaign: a request hash of no request of the pool")
-	}
 	var resp idem.Response
 	if final {
-		body, _ := json.Marshal(Body{Key: []byte(id.Key), Shard: shard, Inc: id.Incarnation, Request: req, Op: op})
+		body, _ := json.Marshal(Body{Key: []byte(id.Key), Shard: shard, Inc: id.Incarnation, Op: op})
 		resp = idem.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
 			"Content-Type":   {"application/json"},
 			"X-Campaign-Inc": {strconv.FormatInt(id.Incarnation, 10)},
 		}}
 	}
 	header, _ := json.Marshal(resp.Header)
-	_, err = tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (stored_key, shard, inc, phase, op, request, status, header, body, at) VALUES (%s, %s)`,
-		effectsTable(s.cfg.Table), placeholders(s.cfg.Family, 9), nowMicros(s.cfg.Family)),
-		[]byte(id.Key), shard, id.Incarnation, phase, op, req, resp.Status, string(header), append([]byte{}, resp.Body...))
+	_, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (stored_key, shard, inc, phase, op, status, header, body, at) VALUES (%s, %s)`,
+		effectsTable(s.cfg.Table), placeholders(s.cfg.Family, 8), nowMicros(s.cfg.Family)),
+		[]byte(id.Key), shard, id.Incarnation, phase, op, resp.Status, string(header), append([]byte{}, resp.Body...))
 	if err != nil {
 		return idem.Response{}, fmt.Errorf("campaign: write the effect: %w", err)
 	}
 	return resp, nil
 }
 
-// ph is family's n-th placeholder.
-func ph(family string, n int) string {
-	if family == "postgres" {
-		return fmt.Sprintf("$%d", n)
-	}
-	return "?"
-}
-
 // checkout is the multi-step request: an order, a charge at the
-// provider, the charge recorded, and the confirmation that answers.
-func (s *service) checkout(op string) []idem.Step {
+// provider, the charge recorded, and the confirmation that answers, with
+// the response that final, when it is set, makes of the confirmation's
+// (a gRPC reply).
+func (s *service) checkout(op string, final func(context.Context, idem.Response) (idem.Response, error)) []idem.Step {
 	return []idem.Step{
 		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
 			_, err := s.effect(ctx, tx, "order", op, false)
@@ -306,10 +271,16 @@ func (s *service) checkout(op string) []idem.Step {
 		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
 			s.pass(PointBetween)
 			resp, err := s.effect(ctx, tx, "final", op, true)
-			if err == nil {
-				s.pass(PointInFunc)
+			if err != nil {
+				return resp, err
 			}
-			return resp, err
+			if final != nil {
+				if resp, err = final(ctx, resp); err != nil {
+					return resp, err
+				}
+			}
+			s.pass(PointInFunc)
+			return resp, nil
 		}),
 	}
 }
@@ -317,7 +288,12 @@ func (s *service) checkout(op string) []idem.Step {
 // resumeLoop resumes the checkouts that their clients left, as a service
 // does on a schedule.
 func (s *service) resumeLoop(ctx context.Context) {
-	steps := func(context.Context, string) ([]idem.Step, error) { return s.checkout("resume"), nil }
+	steps := func(_ context.Context, key string) ([]idem.Step, error) {
+		if grpcKey(key) {
+			return s.checkout("resume", grpcFinal), nil
+		}
+		return s.checkout("resume", nil), nil
+	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -367,7 +343,7 @@ func (s *service) serveDirect(w http.ResponseWriter, r *http.Request) {
 			return s.pay(ctx, tx, op.ID())
 		})
 	case SurfaceRun:
-		res, err = s.store.Run(ctx, s.db, nil, key, hash, s.checkout(op.ID())...)
+		res, err = s.store.Run(ctx, s.db, nil, key, hash, s.checkout(op.ID(), nil)...)
 	default:
 		err = fmt.Errorf("campaign: no direct surface %q", op.Surface)
 	}
@@ -426,8 +402,14 @@ func (s *service) serveOperate(w http.ResponseWriter, r *http.Request) {
 	a := Answer{Outcome: "ok"}
 	switch op.Action {
 	case ActSettle:
+		// The response the request would have sent: a gRPC call's is
+		// its encoded reply.
 		body, _ := json.Marshal(Body{Key: []byte(key), Shard: op.RecordShard(), Op: op.ID(), Settled: true})
 		resp := idem.Response{Status: http.StatusOK, Body: body}
+		if grpcKey(key) {
+			reply, _ := proto.Marshal(reply(resp))
+			resp = idem.Response{Status: int(codes.OK), Body: reply}
+		}
 		a.Status, a.Body = resp.Status, resp.Body
 		err = s.store.Settle(ctx, s.db, key, resp)
 	case ActRelease:
