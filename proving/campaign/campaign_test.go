@@ -74,7 +74,7 @@ func TestSeedFixesOperationsAndFaults(t *testing.T) {
 	if len(faults1) == 0 || !reflect.DeepEqual(faults1, faults2) {
 		t.Errorf("one seed caused other faults:\n%v\n%v", faults1, faults2)
 	}
-	other := NewPlan(seed+1, 3, 2, 6*time.Second, true)
+	other := NewPlan(seed+1, 3, 2, 6*time.Second, true, false)
 	if reflect.DeepEqual(other.Faults, faults1) || reflect.DeepEqual(other.ClientOp(0, 0), ops1["0.0"]) && reflect.DeepEqual(other.ClientOp(0, 1), ops1["0.1"]) {
 		t.Error("another seed made the same plan")
 	}

@@ -207,7 +207,7 @@ type campaign struct {
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep := Report{Target: cfg.Target.Name, Seed: cfg.Seed, Faults: map[string]int{}}
 	c := &campaign{cfg: cfg, table: "campaign_" + randomHex(4)}
-	c.plan = NewPlan(cfg.Seed, cfg.Clients, cfg.Services, cfg.Duration, cfg.Target.DSN == "")
+	c.plan = NewPlan(cfg.Seed, cfg.Clients, cfg.Services, cfg.Duration, cfg.Target.DSN == "", cfg.Target.Driver == "pgx")
 	var err error
 	rep.History = filepath.Join(cfg.Dir, strings.ReplaceAll(cfg.Target.Name, "/", "-")+".history.jsonl")
 	if c.hist, err = newHistory(rep.History); err != nil {

@@ -127,7 +127,7 @@ func (s *service) grpcHandler(full string, serve func(ctx context.Context) (*str
 }
 
 func (s *service) grpcPay(ctx context.Context) (*structpb.Struct, error) {
-	resp, err := s.pay(ctx, idemgrpc.Tx(ctx), first(metadata.ValueFromIncomingContext(ctx, mdOp)))
+	resp, err := pay(ctx, s, sqlExec, idemgrpc.Tx(ctx), first(metadata.ValueFromIncomingContext(ctx, mdOp)))
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (s *service) grpcPay(ctx context.Context) (*structpb.Struct, error) {
 }
 
 func (s *service) grpcCheckout(ctx context.Context) (*structpb.Struct, error) {
-	return idemgrpc.Run[*structpb.Struct](ctx, s.checkout(first(metadata.ValueFromIncomingContext(ctx, mdOp)), grpcFinal)...)
+	return idemgrpc.Run[*structpb.Struct](ctx, checkout(s, sqlExec, first(metadata.ValueFromIncomingContext(ctx, mdOp)), grpcFinal)...)
 }
 
 // reply is the Struct that carries resp's body.

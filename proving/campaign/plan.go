@@ -17,10 +17,20 @@ const (
 	SurfaceHTTP  = "http"  // idemhttp's Handler, through idemclient
 	SurfaceSteps = "steps" // idemhttp's Steps, the checkout, through idemclient
 	SurfaceGRPC  = "grpc"  // idemgrpc's interceptor, either kind, through its client interceptor
+	// On PostgreSQL through pgx, pgx's own interface as well.
+	SurfacePgxDoTx = "pgx-dotx" // idempgx's DoTx, on a pgx pool
+	SurfacePgxRun  = "pgx-run"  // idempgx's Run, on a pgx pool
 )
 
-// Surfaces lists the surfaces in the order the plan draws from.
-var Surfaces = []string{SurfaceDo, SurfaceDoTx, SurfaceRun, SurfaceHTTP, SurfaceSteps, SurfaceGRPC}
+// surfaces lists the surfaces in the order the plan draws from: pgx's own
+// where the services reach the database through pgx.
+func surfaces(pgx bool) []string {
+	s := []string{SurfaceDo, SurfaceDoTx, SurfaceRun, SurfaceHTTP, SurfaceSteps, SurfaceGRPC}
+	if pgx {
+		s = append(s, SurfacePgxDoTx, SurfacePgxRun)
+	}
+	return s
+}
 
 // The operators' actions, as docs/operations.md describes them.
 const (
@@ -127,6 +137,7 @@ type Plan struct {
 	// NoServer is set for SQLite, which runs in the services' processes:
 	// no proxy stands between them and the database.
 	NoServer bool
+	Surfaces []string
 }
 
 // The workload's shape: few keys, so that clients meet on them.
@@ -136,9 +147,11 @@ const (
 	shards     = 2
 )
 
-// NewPlan draws the fault schedule of a campaign of length d from seed.
-func NewPlan(seed uint64, clients, services int, d time.Duration, noServer bool) Plan {
-	p := Plan{Seed: seed, Clients: clients, Services: services, NoServer: noServer}
+// NewPlan draws the fault schedule of a campaign of length d from seed,
+// on a target that is no server (SQLite), or that the services reach
+// through pgx.
+func NewPlan(seed uint64, clients, services int, d time.Duration, noServer, pgx bool) Plan {
+	p := Plan{Seed: seed, Clients: clients, Services: services, NoServer: noServer, Surfaces: surfaces(pgx)}
 	r := rand.New(rand.NewPCG(seed, 1<<32))
 	kinds := []string{FaultKill, FaultKillAt, FaultPause, FaultLoseReply, FaultProvider}
 	if !noServer {
@@ -178,7 +191,7 @@ func (p Plan) ClientOp(c, seq int) Op {
 		Client:  c,
 		Seq:     seq,
 		Via:     r.IntN(p.Services),
-		Surface: Surfaces[r.IntN(len(Surfaces))],
+		Surface: p.Surfaces[r.IntN(len(p.Surfaces))],
 		Scope:   fmt.Sprintf("client-%c", 'a'+r.IntN(scopes)),
 		Shard:   int64(1 + r.IntN(shards)),
 	}
@@ -233,7 +246,7 @@ const (
 
 // kindOf returns the kind of request that surface sends.
 func kindOf(surface string) string {
-	if surface == SurfaceRun || surface == SurfaceSteps {
+	if surface == SurfaceRun || surface == SurfaceSteps || surface == SurfacePgxRun {
 		return KindCheckout
 	}
 	return KindPay

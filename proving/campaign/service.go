@@ -18,11 +18,14 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemhttp"
+	"github.com/idemgo/idem/idempgx"
 	"github.com/idemgo/idem/proving/fault"
 )
 
@@ -75,6 +78,10 @@ type service struct {
 	store *idem.Store
 	mw    *idemhttp.Middleware
 	lossy *fault.Lossy
+	// pool and pgxStore serve pgx's own surfaces, where the target's
+	// driver is pgx.
+	pool     *pgxpool.Pool
+	pgxStore *idempgx.Store
 
 	mu     sync.Mutex
 	killAt string // the point at which the service dies, if any
@@ -100,6 +107,13 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	if s.store, err = NewStore(cfg.Dialect, cfg.Table); err != nil {
 		return err
 	}
+	if cfg.Driver == "pgx" {
+		if s.pool, err = pgxpool.New(ctx, cfg.DSN); err != nil {
+			return err
+		}
+		defer s.pool.Close()
+		s.pgxStore = idempgx.New(s.store)
+	}
 	s.mw, err = idemhttp.New(s.store, s.db, nil,
 		idemhttp.WithScope(func(r *http.Request) (string, error) { return r.Header.Get("X-Client"), nil }),
 		idemhttp.WithReplayHeaders(append(idemhttp.DefaultReplayHeaders(), "X-Campaign-Inc")...))
@@ -110,7 +124,7 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	mux := http.NewServeMux()
 	mux.Handle("POST /pay", withShard(s.mw.Handler(http.HandlerFunc(s.servePay))))
 	mux.Handle("POST /checkout", withShard(s.mw.Steps(func(r *http.Request) ([]idem.Step, error) {
-		return s.checkout(r.Header.Get("X-Op"), nil), nil
+		return checkout(s, sqlExec, r.Header.Get("X-Op"), nil), nil
 	})))
 	mux.HandleFunc("POST /direct", s.serveDirect)
 	mux.HandleFunc("POST /operate", s.serveOperate)
@@ -189,7 +203,7 @@ func (s *service) pass(point string) {
 // servePay is the payment: its effect, and its response, in the
 // middleware's transaction.
 func (s *service) servePay(w http.ResponseWriter, r *http.Request) {
-	resp, err := s.pay(r.Context(), idemhttp.Tx(r.Context()), r.Header.Get("X-Op"))
+	resp, err := pay(r.Context(), s, sqlExec, idemhttp.Tx(r.Context()), r.Header.Get("X-Op"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -201,98 +215,14 @@ func (s *service) servePay(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(resp.Body)
 }
 
-// pay writes the payment's effect in tx and returns its response.
-func (s *service) pay(ctx context.Context, tx *sql.Tx, op string) (idem.Response, error) {
-	resp, err := s.effect(ctx, tx, "final", op, true)
-	if err == nil {
-		s.pass(PointInFunc)
-	}
-	return resp, err
-}
-
-// Body is the body of every response the workload's work makes.
-type Body struct {
-	Key     []byte `json:"key"`
-	Shard   int64  `json:"shard"`
-	Inc     int64  `json:"inc"`
-	Op      string `json:"op"` // the operation whose work made it
-	Settled bool   `json:"settled,omitempty"`
-}
-
-// effect writes the effect of phase for the request that ctx names, in
-// tx, and, when final, makes the response that is stored with it.
-func (s *service) effect(ctx context.Context, tx *sql.Tx, phase, op string, final bool) (idem.Response, error) {
-	id, ok := idem.IdentityFrom(ctx)
-	if !ok {
-		return idem.Response{}, errors.New("campaign: no identity in the context")
-	}
-	shard, _ := id.Shard.(int64)
-	var resp idem.Response
-	if final {
-		body, _ := json.Marshal(Body{Key: []byte(id.Key), Shard: shard, Inc: id.Incarnation, Op: op})
-		resp = idem.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
-			"Content-Type":   {"application/json"},
-			"X-Campaign-Inc": {strconv.FormatInt(id.Incarnation, 10)},
-		}}
-	}
-	header, _ := json.Marshal(resp.Header)
-	_, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s (stored_key, shard, inc, phase, op, status, header, body, at) VALUES (%s, %s)`,
-		effectsTable(s.cfg.Table), placeholders(s.cfg.Family, 8), nowMicros(s.cfg.Family)),
-		[]byte(id.Key), shard, id.Incarnation, phase, op, resp.Status, string(header), append([]byte{}, resp.Body...))
-	if err != nil {
-		return idem.Response{}, fmt.Errorf("campaign: write the effect: %w", err)
-	}
-	return resp, nil
-}
-
-// checkout is the multi-step request: an order, a charge at the
-// provider, the charge recorded, and the confirmation that answers, with
-// the response that final, when it is set, makes of the confirmation's
-// (a gRPC reply).
-func (s *service) checkout(op string, final func(context.Context, idem.Response) (idem.Response, error)) []idem.Step {
-	return []idem.Step{
-		idem.Phase("order", func(ctx context.Context, tx *sql.Tx) error {
-			_, err := s.effect(ctx, tx, "order", op, false)
-			return err
-		}),
-		idem.Call("charge", func(ctx context.Context, callKey string) error {
-			s.pass(PointBetween)
-			id, _ := idem.IdentityFrom(ctx)
-			err := charge(ctx, s.cfg.Provider, callKey, id)
-			if err == nil {
-				s.pass(PointInCall)
-			}
-			return err
-		}),
-		idem.Phase("charged", func(ctx context.Context, tx *sql.Tx) error {
-			_, err := s.effect(ctx, tx, "charged", op, false)
-			return err
-		}),
-		idem.Final("confirm", func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			s.pass(PointBetween)
-			resp, err := s.effect(ctx, tx, "final", op, true)
-			if err != nil {
-				return resp, err
-			}
-			if final != nil {
-				if resp, err = final(ctx, resp); err != nil {
-					return resp, err
-				}
-			}
-			s.pass(PointInFunc)
-			return resp, nil
-		}),
-	}
-}
-
 // resumeLoop resumes the checkouts that their clients left, as a service
 // does on a schedule.
 func (s *service) resumeLoop(ctx context.Context) {
 	steps := func(_ context.Context, key string) ([]idem.Step, error) {
 		if grpcKey(key) {
-			return s.checkout("resume", grpcFinal), nil
+			return checkout(s, sqlExec, "resume", grpcFinal), nil
 		}
-		return s.checkout("resume", nil), nil
+		return checkout(s, sqlExec, "resume", nil), nil
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -340,10 +270,16 @@ func (s *service) serveDirect(w http.ResponseWriter, r *http.Request) {
 		res, err = s.do(ctx, key, hash, op)
 	case SurfaceDoTx:
 		res, err = s.store.DoTx(ctx, s.db, nil, key, hash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-			return s.pay(ctx, tx, op.ID())
+			return pay(ctx, s, sqlExec, tx, op.ID())
 		})
+	case SurfacePgxDoTx:
+		res, err = s.pgxStore.DoTx(ctx, s.pool, pgx.TxOptions{}, key, hash, func(ctx context.Context, tx pgx.Tx) (idem.Response, error) {
+			return pay(ctx, s, pgxExec, tx, op.ID())
+		})
+	case SurfacePgxRun:
+		res, err = s.pgxStore.Run(ctx, s.pool, pgx.TxOptions{}, key, hash, checkout(s, pgxExec, op.ID(), nil)...)
 	case SurfaceRun:
-		res, err = s.store.Run(ctx, s.db, nil, key, hash, s.checkout(op.ID(), nil)...)
+		res, err = s.store.Run(ctx, s.db, nil, key, hash, checkout(s, sqlExec, op.ID(), nil)...)
 	default:
 		err = fmt.Errorf("campaign: no direct surface %q", op.Surface)
 	}
@@ -358,7 +294,7 @@ func (s *service) do(ctx context.Context, key string, hash []byte, op Op) (idem.
 		return idem.Result{}, err
 	}
 	res, err := s.store.Do(ctx, tx, key, hash, func(ctx context.Context, tx *sql.Tx) (idem.Response, error) {
-		return s.pay(ctx, tx, op.ID())
+		return pay(ctx, s, sqlExec, tx, op.ID())
 	})
 	if err != nil || res.Outcome != idem.Claimed {
 		_ = tx.Rollback()
