@@ -333,22 +333,36 @@ func attributeDeletes(calls []*call, audit []*AuditRow) deleteAttribution {
 			continue
 		}
 		r := c.rec()
-		var found *AuditRow
+		// The change the action made: a settlement whose stored body
+		// names the action (the settled body does), or a deletion of the
+		// record in the action's time. Purge may delete an expired record
+		// in that time too, which needs no operator to explain it: a
+		// deletion of a live record comes first.
+		var found, expired *AuditRow
+		marker := []byte(fmt.Sprintf(`"op":%q`, c.op.ID()))
 		for _, a := range audit {
 			if (record{string(a.Key), a.Shard}) != r || a.At < c.invoked-slack || a.At > c.answered+slack || d.byAction[a.Seq] != "" {
 				continue
 			}
-			settles := a.Kind == "U" && a.Old.Status == nil && a.New.Status != nil
-			if (c.op.Action == ActSettle && settles) || (c.op.Action != ActSettle && a.Kind == "D") {
+			switch {
+			case c.op.Action == ActSettle:
+				if a.Kind == "U" && a.Old.Status == nil && a.New.Status != nil && bytes.Contains(a.New.Body, marker) {
+					found = a
+				}
+			case a.Kind != "D":
+			case a.Old.Expires != nil && *a.Old.Expires <= a.At+slack:
+				expired = a
+			default:
 				found = a
+			}
+			if found != nil {
 				break
 			}
 		}
-		if found == nil && c.answer.Outcome != "ok" {
-			continue
-		}
 		if found == nil {
-			d.violations = append(d.violations, Violation{6, fmt.Sprintf("%s of %s succeeded, and changed no record", c.op.Action, r), []string{c.op.ID()}})
+			if c.answer.Outcome == "ok" && expired == nil {
+				d.violations = append(d.violations, Violation{6, fmt.Sprintf("%s of %s succeeded, and changed no record", c.op.Action, r), []string{c.op.ID()}})
+			}
 			continue
 		}
 		d.byAction[found.Seq] = c.op.ID()

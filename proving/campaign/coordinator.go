@@ -103,6 +103,11 @@ func (p *proc) start() error {
 	if err != nil {
 		return err
 	}
+	// The service ends when this pipe does (Serve): it is never written,
+	// and closes when the service ends or this process dies.
+	if _, err := cmd.StdinPipe(); err != nil {
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -343,6 +348,16 @@ func (c *campaign) setUp(ctx context.Context) error {
 // tearDown drops what setUp made on the server; a SQLite file goes with
 // the campaign's directory.
 func (c *campaign) tearDown() {
+	for _, p := range c.procs {
+		p.mu.Lock()
+		cmd, done := p.cmd, p.done
+		p.mu.Unlock()
+		if cmd != nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
 	if c.prov != nil {
 		c.prov.close()
 	}
@@ -431,7 +446,7 @@ func (c *campaign) more(ctx context.Context, seq, max int) bool {
 	return ctx.Err() == nil
 }
 
-// operator takes the operator's actions, one every 100 ms, until ctx ends.
+// operator takes the operator's actions, one every 50 ms, until ctx ends.
 func (c *campaign) operator(ctx context.Context) {
 	for seq := 0; c.more(ctx, seq, c.cfg.MaxOps/4); seq++ {
 		op := c.plan.OperatorOp(seq)
@@ -443,7 +458,7 @@ func (c *campaign) operator(ctx context.Context) {
 		c.hist.add(Event{Type: EvAnswer, Op: &op, Answer: &a})
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -51,7 +51,7 @@ const (
 	lease       = 1500 * time.Millisecond
 	retention   = 4 * time.Second
 	lockTimeout = 500 * time.Millisecond
-	resumeAge   = 2 * time.Second
+	resumeAge   = 3 * time.Second
 )
 
 var dialects = map[string]idem.Dialect{
@@ -90,7 +90,17 @@ type service struct {
 // Serve runs the service that cfg describes until ctx ends or a fault
 // kills it. It prints the line "listening ADDR GRPC-ADDR" once it serves,
 // HTTP at the first address and gRPC at the second.
+//
+// It also ends when its standard input does: the campaign that started
+// it holds the other end of the pipe, so that a campaign that dies, even by
+// SIGKILL, leaves no service behind.
 func Serve(ctx context.Context, cfg ServiceConfig) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
 	// The MySQL driver logs each connection that a fault cut; the
 	// campaign records what the clients saw instead.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
