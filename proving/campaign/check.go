@@ -117,7 +117,7 @@ func Check(events []Event, audited bool) []Violation {
 		if !ok || b.Settled {
 			continue
 		}
-		k := incarnation{record{string(b.Key), b.Shard}, b.Inc}
+		k := c.incarnationOf(b)
 		if n := finals(effects[k]); n != 1 {
 			vs = append(vs, Violation{1, fmt.Sprintf("answered %s for incarnation %d of %s, whose final effect committed %d times", c.answer.Outcome, b.Inc, k.record, n), []string{c.op.ID()}})
 		}
@@ -130,7 +130,7 @@ func Check(events []Event, audited bool) []Violation {
 		if !ok {
 			continue
 		}
-		k := incarnation{record{string(b.Key), b.Shard}, b.Inc}
+		k := c.incarnationOf(b)
 		// A gRPC call's stored response is its encoded reply, whose
 		// body field the client read: that field is what compares.
 		if s, ok := stored[k]; ok && !isGRPC(c.op) {
@@ -157,6 +157,13 @@ func Check(events []Event, audited bool) []Violation {
 		}
 	}
 
+	// 2, also: an answer names the incarnation whose response it carries.
+	for _, c := range calls {
+		if b, ok := c.body(); ok && !b.Settled && c.answer.Inc != 0 && c.answer.Inc != b.Inc {
+			vs = append(vs, Violation{2, fmt.Sprintf("answered %s naming incarnation %d with the response of incarnation %d", c.answer.Outcome, c.answer.Inc, b.Inc), []string{c.op.ID(), b.Op}})
+		}
+	}
+
 	// 3: a response only ever goes to the request it answers: every
 	// answer from one incarnation went to one request, and a Mismatch
 	// never to the request whose incarnation refused it.
@@ -166,7 +173,10 @@ func Check(events []Event, audited bool) []Violation {
 		if !ok {
 			continue
 		}
-		k := incarnation{record{string(b.Key), b.Shard}, b.Inc}
+		k := c.incarnationOf(b)
+		if k.inc == 0 {
+			continue // a settled response that names no incarnation
+		}
 		if r := c.rec(); k.record != r {
 			vs = append(vs, Violation{3, fmt.Sprintf("a request on %s was answered %s with a response of %s", r, c.answer.Outcome, k.record), []string{c.op.ID(), b.Op}})
 			continue
@@ -241,7 +251,7 @@ func Check(events []Event, audited bool) []Violation {
 			if !ok {
 				continue
 			}
-			k := incarnation{record{string(b.Key), b.Shard}, b.Inc}
+			k := c.incarnationOf(b)
 			if at, ok := deletes.at[k]; ok && c.invoked > at+clockSlack.Microseconds() {
 				vs = append(vs, Violation{6, fmt.Sprintf("answered %s from incarnation %d of %s, which was deleted before the request came", c.answer.Outcome, k.inc, k.record), []string{c.op.ID()}})
 			}
@@ -269,6 +279,18 @@ func (c *call) body() (Body, bool) {
 		return Body{}, false
 	}
 	return b, true
+}
+
+// incarnationOf is the incarnation whose response b is: the one the
+// work wrote into it, or, for a settled response, which names none, the
+// one the answer named (Result.Incarnation, on the direct surfaces), 0
+// where nothing names it.
+func (c *call) incarnationOf(b Body) incarnation {
+	inc := b.Inc
+	if b.Settled {
+		inc = c.answer.Inc
+	}
+	return incarnation{record{string(b.Key), b.Shard}, inc}
 }
 
 // finals counts the final effects among es.
@@ -410,29 +432,3 @@ func compareIncarnations(a, b incarnation) int {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// openIntentions returns, for each request that a client sent and whose
-// last answer did not end it, the operation that sent it last.
-func openIntentions(events []Event) []Op {
-	last := map[string]Op{}
-	ended := map[string]bool{}
-	var order []string
-	for _, e := range events {
-		if e.Type != EvAnswer || e.Op.Client < 0 {
-			continue
-		}
-		c := call{op: *e.Op}
-		id := fmt.Sprint(c.rec(), e.Op.Request)
-		if _, ok := last[id]; !ok {
-			order = append(order, id)
-		}
-		last[id], ended[id] = *e.Op, final(*e.Answer)
-	}
-	var ops []Op
-	for _, id := range order {
-		if !ended[id] {
-			ops = append(ops, last[id])
-		}
-	}
-	return ops
-}

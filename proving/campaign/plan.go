@@ -100,7 +100,7 @@ type Fault struct {
 	Service int           `json:"service"`
 	// Point is where a kill strikes (KillAt), or what a cut does.
 	Point string        `json:"point,omitempty"`
-	For   time.Duration `json:"for,omitempty"` // a pause's or a latency's length
+	For   time.Duration `json:"for,omitempty"` // a pause's, a latency's or a provider's outage's length
 }
 
 // The kinds of fault.
@@ -112,7 +112,7 @@ const (
 	FaultCutCommit = "cut-commit" // the next COMMIT cut, before or after it reaches the server
 	FaultLoseReply = "lose-reply" // the next commit's reply lost in the service's driver
 	FaultLatency   = "latency"    // latency between the services and the database
-	FaultProvider  = "provider"   // the provider's next calls fail, or charge and lose their answers
+	FaultProvider  = "provider"   // the provider's calls fail, or charge and lose their answers, for a while
 )
 
 // The points at which a FaultKillAt strikes.
@@ -174,6 +174,7 @@ func NewPlan(seed uint64, clients, services int, d time.Duration, noServer, pgx 
 			f.For = time.Duration(2500+r.IntN(1500)) * time.Millisecond
 		case FaultProvider:
 			f.Point = []string{"fail", "lose"}[r.IntN(2)]
+			f.For = time.Duration(500+r.IntN(1000)) * time.Millisecond
 		case FaultLatency:
 			f.For = time.Duration(1000+r.IntN(2000)) * time.Millisecond
 			f.Point = fmt.Sprint(20 + r.IntN(80)) // milliseconds

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/idemgo/idem"
 )
@@ -37,12 +38,10 @@ type provider struct {
 
 	mu      sync.Mutex
 	charges map[string]string
-	fail    int // calls to refuse without charging
-	lose    int // calls to charge, then lose the answer of
+	// Until failUntil, calls fail without charging; until loseUntil,
+	// they charge and lose their answers.
+	failUntil, loseUntil time.Time
 }
-
-// providerFaultCalls is how many calls a provider fault strikes.
-const providerFaultCalls = 3
 
 func startProvider(record func(Call)) (*provider, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -57,15 +56,16 @@ func startProvider(record func(Call)) (*provider, error) {
 
 func (p *provider) close() { p.srv.Close() }
 
-// strike makes the provider fail its next calls ("fail": 503, without
-// charging) or charge them and lose their answers ("lose").
-func (p *provider) strike(how string) {
+// strike makes the provider fail its calls for d ("fail": 503, without
+// charging), or charge them and lose their answers ("lose"): an outage
+// that leaves every checkout that calls meanwhile unfinished.
+func (p *provider) strike(how string, d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if how == "fail" {
-		p.fail += providerFaultCalls
+		p.failUntil = time.Now().Add(d)
 	} else {
-		p.lose += providerFaultCalls
+		p.loseUntil = time.Now().Add(d)
 	}
 }
 
@@ -77,8 +77,8 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.CallKey = r.Header.Get("Idempotency-Key")
 	p.mu.Lock()
-	if p.fail > 0 {
-		p.fail--
+	now := time.Now()
+	if now.Before(p.failUntil) {
 		p.mu.Unlock()
 		http.Error(w, "the provider is unavailable", http.StatusServiceUnavailable)
 		return
@@ -89,10 +89,7 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 		p.charges[c.CallKey] = id
 	}
 	c.Charge, c.New = id, !ok
-	c.Lost = p.lose > 0
-	if c.Lost {
-		p.lose--
-	}
+	c.Lost = now.Before(p.loseUntil)
 	p.record(c)
 	p.mu.Unlock()
 	if c.Lost {

@@ -31,15 +31,7 @@ func TestMutationsAreFound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the mutations take minutes: run without -short")
 	}
-	var targets []Target
-	for _, name := range []string{"sqlite", "postgres/pgx", "mariadb"} {
-		i := slices.IndexFunc(Targets(), func(tg Target) bool { return tg.Name == name })
-		if i < 0 {
-			t.Logf("%s is not reachable: run through scripts/test, which starts the servers", name)
-			continue
-		}
-		targets = append(targets, Targets()[i])
-	}
+	targets := campaignTargets(t)
 	for _, m := range Mutations {
 		t.Run(m.Name, func(t *testing.T) {
 			seed, ok := mutationSeeds[m.Name]
@@ -81,3 +73,47 @@ func TestMutationsAreFound(t *testing.T) {
 
 // mutationRun is how long each mutation's campaign runs on each target.
 const mutationRun = 30 * time.Second
+
+// TestCampaignHoldsTheContract runs the campaign without a mutation on
+// SQLite, PostgreSQL (through pgx) and MariaDB, with a seed drawn anew
+// and logged, and fails on any violation: every run of the suite
+// explores another schedule.
+func TestCampaignHoldsTheContract(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the campaign takes minutes: run without -short")
+	}
+	seed := uint64(time.Now().UnixNano())>>1 | 1
+	for _, tg := range campaignTargets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			rep, err := Run(context.Background(), Config{
+				Target: tg, Duration: mutationRun, Seed: seed, Clients: 6, Services: 3,
+				Dir: t.TempDir(), Log: os.Stderr,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range rep.Violations {
+				t.Error(v)
+			}
+			t.Log(rep.Line())
+			if t.Failed() {
+				t.Logf("replay: bash scripts/campaign -db %s -duration %s -seed %d", tg.Name, mutationRun, seed)
+			}
+		})
+	}
+}
+
+// campaignTargets returns SQLite, PostgreSQL through pgx and MariaDB,
+// those of them that are reachable, and logs how to reach the others.
+func campaignTargets(t *testing.T) []Target {
+	var targets []Target
+	for _, name := range []string{"sqlite", "postgres/pgx", "mariadb"} {
+		i := slices.IndexFunc(Targets(), func(tg Target) bool { return tg.Name == name })
+		if i < 0 {
+			t.Logf("%s is not reachable: run through scripts/test, which starts the servers", name)
+			continue
+		}
+		targets = append(targets, Targets()[i])
+	}
+	return targets
+}

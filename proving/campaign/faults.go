@@ -1,0 +1,91 @@
+package campaign
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemgo/idem/proving/fault"
+)
+
+// faults causes the plan's faults at their times, until ctx ends.
+func (c *campaign) faults(ctx context.Context, start time.Time) {
+	for _, f := range c.plan.Faults {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start.Add(f.At))):
+		}
+		c.hist.add(Event{Type: EvFault, Fault: &f})
+		p := c.procs[f.Service]
+		switch f.Kind {
+		case FaultKill:
+			p.signal(syscall.SIGKILL)
+		case FaultKillAt:
+			c.arm(ctx, p, Arm{KillAt: f.Point})
+		case FaultLoseReply:
+			c.arm(ctx, p, Arm{LoseReply: true})
+		case FaultPause:
+			p.signal(syscall.SIGSTOP)
+			time.AfterFunc(f.For, func() { p.signal(syscall.SIGCONT) })
+		case FaultProvider:
+			c.prov.strike(f.Point, f.For)
+		case FaultCutAll:
+			c.proxy.CutAll()
+		case FaultCutCommit:
+			if f.Point == "before" {
+				c.proxy.SetCut(fault.CutBeforeCommit)
+			} else {
+				c.proxy.SetCut(fault.CutAfterCommit)
+			}
+		case FaultLatency:
+			ms, _ := strconv.Atoi(f.Point)
+			c.proxy.SetLatency(time.Duration(ms) * time.Millisecond)
+			time.AfterFunc(f.For, func() { c.proxy.SetLatency(0) })
+		}
+	}
+	<-ctx.Done()
+}
+
+// arm arms a fault in service p.
+func (c *campaign) arm(ctx context.Context, p *proc, a Arm) {
+	body, _ := json.Marshal(a)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base()+"/arm", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	if resp, err := c.http.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// quiet stops every fault: paused services go on, the proxy passes
+// everything at once, armed faults are taken back, and every service is
+// up again.
+func (c *campaign) quiet(ctx context.Context) {
+	if c.proxy != nil {
+		c.proxy.SetLatency(0)
+		c.proxy.SetCut(fault.CutNothing)
+	}
+	for _, p := range c.procs {
+		p.signal(syscall.SIGCONT)
+	}
+	time.Sleep(300 * time.Millisecond) // for the supervisors to restart what died last
+	for _, p := range c.procs {
+		for range 100 {
+			if conn, err := net.Dial("tcp", strings.TrimPrefix(p.base(), "http://")); err == nil {
+				conn.Close()
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.arm(ctx, p, Arm{Disarm: true})
+	}
+	c.hist.add(Event{Type: EvQuiet})
+}
