@@ -82,6 +82,8 @@ type campaign struct {
 	procs []*proc
 	http  *http.Client
 	idem  *idemclient.Client
+	// arming counts the arms of faults that are on their way to services.
+	arming sync.WaitGroup
 }
 
 // Run runs the campaign cfg describes and checks its history.

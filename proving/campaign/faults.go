@@ -27,10 +27,12 @@ func (c *campaign) faults(ctx context.Context, start time.Time) {
 		switch f.Kind {
 		case FaultKill:
 			p.signal(syscall.SIGKILL)
+		// A paused service takes its arm once it goes on: the schedule
+		// does not wait for it.
 		case FaultKillAt:
-			c.arm(ctx, p, Arm{KillAt: f.Point})
+			c.armLater(ctx, p, Arm{KillAt: f.Point})
 		case FaultLoseReply:
-			c.arm(ctx, p, Arm{LoseReply: true})
+			c.armLater(ctx, p, Arm{LoseReply: true})
 		case FaultPause:
 			p.signal(syscall.SIGSTOP)
 			time.AfterFunc(f.For, func() { p.signal(syscall.SIGCONT) })
@@ -53,6 +55,16 @@ func (c *campaign) faults(ctx context.Context, start time.Time) {
 	<-ctx.Done()
 }
 
+// armLater arms a fault in service p without waiting for it; quiet waits
+// for every such arm before it takes them back.
+func (c *campaign) armLater(ctx context.Context, p *proc, a Arm) {
+	c.arming.Add(1)
+	go func() {
+		defer c.arming.Done()
+		c.arm(context.WithoutCancel(ctx), p, a)
+	}()
+}
+
 // arm arms a fault in service p.
 func (c *campaign) arm(ctx context.Context, p *proc, a Arm) {
 	body, _ := json.Marshal(a)
@@ -66,16 +78,18 @@ func (c *campaign) arm(ctx context.Context, p *proc, a Arm) {
 }
 
 // quiet stops every fault: paused services go on, the proxy passes
-// everything at once, armed faults are taken back, and every service is
-// up again.
+// everything at once, the provider's outage ends, armed faults are taken
+// back, and every service is up again.
 func (c *campaign) quiet(ctx context.Context) {
 	if c.proxy != nil {
 		c.proxy.SetLatency(0)
 		c.proxy.SetCut(fault.CutNothing)
 	}
+	c.prov.calm()
 	for _, p := range c.procs {
 		p.signal(syscall.SIGCONT)
 	}
+	c.arming.Wait()
 	time.Sleep(300 * time.Millisecond) // for the supervisors to restart what died last
 	for _, p := range c.procs {
 		for range 100 {

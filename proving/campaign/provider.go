@@ -69,6 +69,13 @@ func (p *provider) strike(how string, d time.Duration) {
 	}
 }
 
+// calm ends the provider's outage, if there is one.
+func (p *provider) calm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failUntil, p.loseUntil = time.Time{}, time.Time{}
+}
+
 func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 	var c Call
 	if err := json.NewDecoder(r.Body).Decode(&c); err != nil {

@@ -1,7 +1,8 @@
 // Package fault holds the faults that the proving ground causes between
 // idem and its database, for its tests and its fault campaign alike: a TCP
-// proxy that cuts a connection at its COMMIT (Proxy), and a database/sql
-// connector that loses a commit's reply or lands it late (Lossy).
+// proxy that cuts a connection at its COMMIT, cuts every connection at
+// once or delays them (Proxy), and a database/sql connector that loses a
+// commit's reply or lands it late (Lossy).
 package fault
 
 import (
@@ -93,13 +94,12 @@ func (p *Proxy) Close() {
 // CutAll cuts every connection that is open now, wherever its statements
 // stand: the clients see their connections drop, and the server ends
 // their sessions, rolling back what they had not committed.
-func (p *Proxy) CutAll() int {
+func (p *Proxy) CutAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.open {
 		c.Close()
 	}
-	return len(p.open) / 2
 }
 
 // SetLatency makes the proxy wait d before it passes on each chunk that a
