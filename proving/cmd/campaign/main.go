@@ -123,7 +123,11 @@ func run() int {
 			failed = true
 			continue
 		}
-		for _, v := range rep.Violations {
+		for i, v := range rep.Violations {
+			if i == maxPrinted {
+				fmt.Printf("  and %d more violations, in the history\n", len(rep.Violations)-maxPrinted)
+				break
+			}
 			fmt.Println("  violation:", v)
 		}
 		if len(rep.Violations) > 0 {
@@ -141,6 +145,10 @@ func run() int {
 	}
 	return 0
 }
+
+// maxPrinted is how many violations a target prints at most: a mutation
+// breaks its invariant hundreds of times, and the history has them all.
+const maxPrinted = 20
 
 func mutation(name string) string {
 	if name == "" {
