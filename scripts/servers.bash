@@ -54,6 +54,21 @@
 # IDEM_TIDB_CACHE_DIR and IDEM_VITESS_CACHE_DIR (absolute paths) put them
 # elsewhere, to try a first download without touching the shared ones, say;
 # see the three scripts.
+#
+# IDEM_DURABLE=1 (scripts/campaign sets it) starts PostgreSQL, MariaDB and
+# MySQL with durable settings instead of fast ones, each commit on disk
+# before it is acknowledged, and a binary log, synced at each commit, on
+# the two MySQL servers, as replication would have them. It also gives each
+# of the three a way to be crashed and started again, for the fault
+# campaign's server kills:
+#   IDEM_SERVER_CONTROL  a directory with one directory per server
+#                        (postgres, mariadb, mysql), holding `pid`, a link to
+#                        the server's pid file (the postmaster's, for
+#                        PostgreSQL), and `restart`, a script that starts the
+#                        server again as it was started, on the data that a
+#                        kill left, and returns once it answers.
+# Only the caller that asked for them kills these servers: the test suite's
+# servers are never durable and have no controls.
 
 readonly PG_BIN_DIR=/usr/lib/postgresql/15/bin
 # Servers refuse to run as root, so as root we run them as this system user.
@@ -73,6 +88,9 @@ MYSQL_DIR=""
 MYSQL_INIT_PID=""
 MYSQL_LAUNCHER_PID=""
 MYSQLD=()
+WANT_DURABLE="" # 1 when IDEM_DURABLE=1 asks for durable servers and their controls
+CONTROL_DIR=""  # IDEM_SERVER_CONTROL's directory
+MY_DURABILITY=() # the InnoDB settings of MariaDB and MySQL (set_my_durability)
 WANT_TIDB=""   # 1 when IDEM_TIDB=1 asks for TiDB
 TIDB_SERVER="" # the binary, from scripts/tidb-build
 TIDB_DIR=""
@@ -96,10 +114,16 @@ is_root() { [[ $(id -u) -eq 0 ]]; }
 # from it, and whatever else a server puts in "the" temporary directory then
 # stays in this run's, away from other runs' files in /tmp.
 as_db_user() {
+    db_user_prefix
+    (cd "$TMP_DIR" && exec "${DB_USER_PREFIX[@]}" "$@")
+}
+
+# Set DB_USER_PREFIX to the words that run a command as as_db_user does,
+# for as_db_user and for the restart scripts of write_control.
+db_user_prefix() {
+    DB_USER_PREFIX=(env TMPDIR="$TMP_DIR/tmp")
     if is_root; then
-        (cd "$TMP_DIR" && exec runuser -u "$DB_OS_USER" -- env TMPDIR="$TMP_DIR/tmp" "$@")
-    else
-        (cd "$TMP_DIR" && exec env TMPDIR="$TMP_DIR/tmp" "$@")
+        DB_USER_PREFIX=(runuser -u "$DB_OS_USER" -- "${DB_USER_PREFIX[@]}")
     fi
 }
 
@@ -270,6 +294,10 @@ make_tmp_dir() {
     PGBOUNCER_DIR=$TMP_DIR/pgbouncer
     mkdir -p "$TMP_DIR/tmp" "$TMP_DIR/pg" "$PGBOUNCER_DIR" "$MARIADB_DIR/tmp" "$MARIADB_DIR/files" \
         "$MYSQL_DIR/tmp" "$MYSQL_DIR/files"
+    if [[ -n $WANT_DURABLE ]]; then
+        CONTROL_DIR=$TMP_DIR/control
+        mkdir -p "$CONTROL_DIR/postgres" "$CONTROL_DIR/mariadb" "$CONTROL_DIR/mysql"
+    fi
     if [[ -n $WANT_TIDB ]]; then
         TIDB_DIR=$TMP_DIR/tidb
         mkdir -p "$TIDB_DIR/tmp"
@@ -315,9 +343,16 @@ EOF
 start_postgres() {
     local port=$1
     log "starting PostgreSQL 15 on 127.0.0.1:$port"
-    # --no-sync: the cluster is thrown away, no need to flush it to disk.
+    # --no-sync: the cluster is thrown away, no need to flush it to disk,
+    # unless it is to be crashed.
+    local no_sync=(--no-sync) durability
+    durability=$'fsync = off\nsynchronous_commit = off\nfull_page_writes = off'
+    if [[ -n $WANT_DURABLE ]]; then
+        no_sync=()
+        durability=$'fsync = on\nsynchronous_commit = on\nfull_page_writes = on'
+    fi
     as_db_user_logged "$TMP_DIR/pg/initdb.log" initdb --pgdata="$PG_DATA" \
-        --username=postgres --auth=trust --encoding=UTF8 --locale=C --no-sync ||
+        --username=postgres --auth=trust --encoding=UTF8 --locale=C "${no_sync[@]}" ||
         { cat "$TMP_DIR/pg/initdb.log" >&2; die "initdb failed"; }
 
     # Settings go into postgresql.conf rather than `pg_ctl -o` to avoid
@@ -328,8 +363,8 @@ start_postgres() {
     # with O_EXCL, the server picking another name if one is taken, so two
     # servers cannot share one, and mmap, the kind that lives in the data
     # directory, would have the kernel write the segments to disk. (initdb
-    # probes /dev/shm the same way.) Durability is traded for speed: nothing
-    # here must survive a crash. The buffers hold the 5-million-key table of
+    # probes /dev/shm the same way.) Durability is traded for speed, as
+    # nothing here must survive a crash, unless IDEM_DURABLE=1. The buffers hold the 5-million-key table of
     # proving/cmd/idembench's big table scenario (under 1 GB with its indexes); the
     # memory is only taken as pages are used.
     cat >>"$PG_DATA/postgresql.conf" <<EOF
@@ -339,16 +374,16 @@ listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$TMP_DIR/pg'
 max_connections = 200
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+$durability
 shared_buffers = 1GB
 EOF
 
     PG_STARTING=1
-    as_db_user pg_ctl --pgdata="$PG_DATA" --log="$TMP_DIR/pg/postgres.log" \
-        --wait --timeout=60 --silent start ||
+    # pg_ctl returns once the server answers, after a crash's recovery too.
+    local server=(pg_ctl --pgdata="$PG_DATA" --log="$TMP_DIR/pg/postgres.log" --wait --timeout=60 --silent start)
+    as_db_user "${server[@]}" ||
         { cat "$TMP_DIR/pg/postgres.log" >&2; die "PostgreSQL did not start"; }
+    write_control postgres "$PG_DATA/postmaster.pid" "" "${server[@]}"
 
     psql --no-psqlrc --quiet -h 127.0.0.1 -p "$port" -U postgres -d postgres \
         -v ON_ERROR_STOP=1 -c 'CREATE DATABASE idem_test' >/dev/null
@@ -489,6 +524,55 @@ GRANT ALL PRIVILEGES ON *.* TO 'idem'@'127.0.0.1';
 SQL
 }
 
+# The InnoDB settings of MariaDB and MySQL: a commit's log written to the
+# operating system at once and flushed to disk about once a second, which a
+# killed server survives and a failing machine does not; with
+# IDEM_DURABLE=1, flushed at each commit, as is the binary log that
+# start_mariadb and await_mysql then keep.
+set_my_durability() {
+    MY_DURABILITY=(--innodb-flush-log-at-trx-commit=2)
+    if [[ -n $WANT_DURABLE ]]; then
+        MY_DURABILITY=(--innodb-flush-log-at-trx-commit=1 --sync-binlog=1)
+    fi
+}
+
+# With IDEM_DURABLE=1, write the controls of server NAME (see the header):
+# a link to its PID_FILE, and a restart script that runs COMMAND as the
+# database user, as it ran at the start. pg_ctl returns once the server
+# answers; a mysqld goes into the background, and the script waits until
+# it answers on SOCKET (empty for pg_ctl). The script's output goes to
+# whoever runs it; the server's, to its log.
+write_control() {
+    local name=$1 pid_file=$2 socket=$3
+    shift 3
+    [[ -n $WANT_DURABLE ]] || return 0
+    local dir=$CONTROL_DIR/$name
+    ln -sfn "$pid_file" "$dir/pid"
+    db_user_prefix
+    {
+        echo '#!/usr/bin/env bash'
+        echo "# Written by scripts/servers.bash: starts $name again after a kill, as it"
+        echo "# was started, and returns once it answers."
+        echo 'set -euo pipefail'
+        printf 'cd %q\n' "$TMP_DIR"
+        printf '%q ' "${DB_USER_PREFIX[@]}" "$@"
+        if [[ -n $socket ]]; then
+            # shellcheck disable=SC2016  # the script's own variables
+            printf '%s\n' '</dev/null >/dev/null 2>&1 &' \
+                'launcher=$!' \
+                'deadline=$((SECONDS + 120))'
+            printf 'until mariadb-admin --no-defaults --socket=%q --user=root --connect-timeout=2 ping >/dev/null 2>&1; do\n' "$socket"
+            # shellcheck disable=SC2016
+            printf '    kill -0 "$launcher" 2>/dev/null || { echo "%s exited as it restarted" >&2; exit 1; }\n' "$name"
+            printf '    ((SECONDS < deadline)) || { echo "%s did not answer within 120 s of its restart" >&2; exit 1; }\n' "$name"
+            printf '%s\n' '    sleep 0.1' 'done'
+        else
+            echo
+        fi
+    } >"$dir/restart"
+    chmod +x "$dir/restart"
+}
+
 # Stopping a MariaDB or MySQL server takes two steps, so that the servers
 # shut down side by side. signal_server sends SIGTERM, a clean shutdown, to
 # the pid in PID_FILE, and prints that pid if the server was running.
@@ -553,19 +637,23 @@ start_mariadb() {
     # only used to notice an early death. Stopping uses the pid file. The
     # buffer pool, like PostgreSQL's buffers above, holds the big table of
     # proving/cmd/idembench.
-    as_db_user mariadbd --no-defaults \
-        "${MARIADB_PLACES[@]}" \
-        --port="$port" \
-        --bind-address=127.0.0.1 \
-        --skip-name-resolve \
-        --log-error="$MARIADB_DIR/error.log" \
-        --innodb-flush-log-at-trx-commit=2 \
-        --innodb-buffer-pool-size=1G \
-        --max-connections=300 \
-        </dev/null >/dev/null 2>&1 &
+    local server=(mariadbd --no-defaults
+        "${MARIADB_PLACES[@]}"
+        --port="$port"
+        --bind-address=127.0.0.1
+        --skip-name-resolve
+        --log-error="$MARIADB_DIR/error.log"
+        "${MY_DURABILITY[@]}"
+        --innodb-buffer-pool-size=1G
+        --max-connections=300)
+    if [[ -n $WANT_DURABLE ]]; then
+        server+=(--log-bin="$MARIADB_DIR/data/binlog")
+    fi
+    as_db_user "${server[@]}" </dev/null >/dev/null 2>&1 &
     MARIADB_LAUNCHER_PID=$!
 
     wait_for_server MariaDB "$MARIADB_DIR/mysql.sock" "$MARIADB_LAUNCHER_PID" "$MARIADB_DIR/error.log"
+    write_control mariadb "$MARIADB_DIR/mariadbd.pid" "$MARIADB_DIR/mysql.sock" "${server[@]}"
     create_test_db "$MARIADB_DIR/mysql.sock"
     log "MariaDB $(my_root "$MARIADB_DIR/mysql.sock" --batch --skip-column-names -e 'SELECT VERSION()')"
 }
@@ -626,20 +714,23 @@ await_mysql() {
 
     # As MariaDB above, with the same settings, and no binary log, which
     # MySQL, unlike MariaDB, writes by default (with a sync to disk at each
-    # commit).
-    as_db_user "${MYSQLD[@]}" \
-        --port="$port" \
-        --bind-address=127.0.0.1 \
-        --skip-name-resolve \
-        --log-error="$MYSQL_DIR/error.log" \
-        --skip-log-bin \
-        --innodb-flush-log-at-trx-commit=2 \
-        --innodb-buffer-pool-size=1G \
-        --max-connections=300 \
-        </dev/null >/dev/null 2>&1 &
+    # commit), unless IDEM_DURABLE=1.
+    local server=("${MYSQLD[@]}"
+        --port="$port"
+        --bind-address=127.0.0.1
+        --skip-name-resolve
+        --log-error="$MYSQL_DIR/error.log"
+        "${MY_DURABILITY[@]}"
+        --innodb-buffer-pool-size=1G
+        --max-connections=300)
+    if [[ -z $WANT_DURABLE ]]; then
+        server+=(--skip-log-bin)
+    fi
+    as_db_user "${server[@]}" </dev/null >/dev/null 2>&1 &
     MYSQL_LAUNCHER_PID=$!
 
     wait_for_server MySQL "$MYSQL_DIR/mysql.sock" "$MYSQL_LAUNCHER_PID" "$MYSQL_DIR/error.log"
+    write_control mysql "$MYSQL_DIR/mysqld.pid" "$MYSQL_DIR/mysql.sock" "${server[@]}"
     create_test_db "$MYSQL_DIR/mysql.sock"
     log "MySQL $(my_root "$MYSQL_DIR/mysql.sock" --batch --skip-column-names -e 'SELECT VERSION()')"
 }
@@ -992,6 +1083,11 @@ start_servers() {
     "" | 0) ;;
     *) die "IDEM_TIDB must be 1 (start TiDB) or 0 or unset (do not), not '$IDEM_TIDB'" ;;
     esac
+    case ${IDEM_DURABLE-} in
+    1) WANT_DURABLE=1 ;;
+    "" | 0) ;;
+    *) die "IDEM_DURABLE must be 1 (durable servers, with controls) or 0 or unset (fast ones), not '$IDEM_DURABLE'" ;;
+    esac
     case ${IDEM_VITESS-} in
     1) WANT_VITESS=1 ;;
     "" | 0) ;;
@@ -1019,6 +1115,7 @@ start_servers() {
     trap 'exit 143' TERM
 
     make_tmp_dir
+    set_my_durability
     local pg_port mariadb_port mysql_port tidb_port tidb_status_port pgbouncer_port
     read -r pg_port mariadb_port mysql_port tidb_port tidb_status_port pgbouncer_port < <(pick_free_ports 6) || true
     [[ -n $pg_port && -n $mariadb_port && -n $mysql_port && -n $tidb_port && -n $tidb_status_port &&
@@ -1060,6 +1157,11 @@ start_servers() {
         # Nor one from the caller's environment: only IDEM_TIDB=1 brings
         # TiDB in.
         unset IDEM_TIDB_DSN
+    fi
+    if [[ -n $WANT_DURABLE ]]; then
+        export IDEM_SERVER_CONTROL=$CONTROL_DIR
+    else
+        unset IDEM_SERVER_CONTROL
     fi
     if [[ -n $WANT_VITESS ]]; then
         export IDEM_VITESS_DSN="idem:idem@tcp(127.0.0.1:$((vitess_base + 3)))/idem_test"

@@ -11,6 +11,7 @@ package placement
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 
 	"github.com/idemgo/idem/dialect"
@@ -33,31 +34,48 @@ const vschemaLock = "idem_test_vschema"
 // before a cleanup registered earlier drops it.
 func AddVindex(t testing.TB, db *sql.DB, table, column string) {
 	t.Helper()
-	alterVSchema(t, db, "ALTER VSCHEMA ON "+table+" ADD VINDEX xxhash("+column+") USING xxhash")
-	t.Cleanup(func() { alterVSchema(t, db, "ALTER VSCHEMA DROP TABLE "+table) })
+	if err := ShardTable(context.Background(), db, table, column); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := UnshardTable(context.Background(), db, table); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// ShardTable shards table on Vitess's keyspace by column with the
+// keyspace's xxhash vindex: AddVindex for a program that is no test, which
+// takes the table out of the VSchema with UnshardTable.
+func ShardTable(ctx context.Context, db *sql.DB, table, column string) error {
+	return alterVSchema(ctx, db, "ALTER VSCHEMA ON "+table+" ADD VINDEX xxhash("+column+") USING xxhash")
+}
+
+// UnshardTable takes table out of the keyspace's VSchema.
+func UnshardTable(ctx context.Context, db *sql.DB, table string) error {
+	return alterVSchema(ctx, db, "ALTER VSCHEMA DROP TABLE "+table)
 }
 
 // alterVSchema runs one ALTER VSCHEMA statement under vschemaLock.
-func alterVSchema(t testing.TB, db *sql.DB, stmt string) {
-	t.Helper()
-	ctx := context.Background()
+func alterVSchema(ctx context.Context, db *sql.DB, stmt string) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer conn.Close()
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('"+vschemaLock+"', 60)").Scan(&got); err != nil || got.Int64 != 1 {
-		t.Fatalf("GET_LOCK(%s) = %v, %v", vschemaLock, got, err)
+		return fmt.Errorf("GET_LOCK(%s) = %v, %v", vschemaLock, got, err)
 	}
 	defer func() {
-		if _, err := conn.ExecContext(ctx, "SELECT RELEASE_LOCK('"+vschemaLock+"')"); err != nil {
-			t.Errorf("RELEASE_LOCK(%s): %v", vschemaLock, err)
+		if _, rerr := conn.ExecContext(ctx, "SELECT RELEASE_LOCK('"+vschemaLock+"')"); rerr != nil && err == nil {
+			err = fmt.Errorf("RELEASE_LOCK(%s): %w", vschemaLock, rerr)
 		}
 	}()
 	if _, err := conn.ExecContext(ctx, stmt); err != nil {
-		t.Fatalf("%s: %v", stmt, err)
+		return fmt.Errorf("%s: %w", stmt, err)
 	}
+	return nil
 }
 
 // CitusCoordinator reports whether db, reached through d, is the

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/idemgo/idem"
 	"github.com/idemgo/idem/idemclient"
+	"github.com/idemgo/idem/internal/placement"
 	"github.com/idemgo/idem/proving/fault"
 )
 
@@ -27,6 +29,9 @@ type Target struct {
 	Dialect string // a name of dialects
 	Driver  string
 	DSN     string // empty for SQLite, whose file each campaign makes
+	// Control is the control of the database server, where the campaign
+	// may kill it (EnvServerControl).
+	Control string
 }
 
 // Config is one campaign on one target.
@@ -44,6 +49,9 @@ type Config struct {
 	// MaxOps, when positive, stops each client after that many
 	// operations, for a run whose operations a test compares.
 	MaxOps int
+	// Faults, when set, are the faults to cause, by kind and point,
+	// instead of the usual mix: a mutation's (Mutation.Faults).
+	Faults []Fault
 	Log    io.Writer
 }
 
@@ -79,9 +87,12 @@ type campaign struct {
 	table string
 	proxy *fault.Proxy
 	prov  *provider
-	procs []*proc
-	http  *http.Client
-	idem  *idemclient.Client
+	srv   *dbServer // nil where the campaign kills no server
+	// sharded says that the tables are in Vitess's VSchema.
+	sharded bool
+	procs   []*proc
+	http    *http.Client
+	idem    *idemclient.Client
 	// arming counts the arms of faults that are on their way to services.
 	arming sync.WaitGroup
 }
@@ -90,7 +101,7 @@ type campaign struct {
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep := Report{Target: cfg.Target.Name, Seed: cfg.Seed, Faults: map[string]int{}}
 	c := &campaign{cfg: cfg, table: "campaign_" + randomHex(4)}
-	c.plan = NewPlan(cfg.Seed, cfg.Clients, cfg.Services, cfg.Duration, cfg.Target.DSN == "", cfg.Target.Driver == "pgx")
+	c.plan = NewPlan(cfg.Seed, cfg.Clients, cfg.Services, cfg.Duration, cfg.Target, cfg.Faults)
 	var err error
 	rep.History = filepath.Join(cfg.Dir, strings.ReplaceAll(cfg.Target.Name, "/", "-")+".history.jsonl")
 	if c.hist, err = newHistory(rep.History); err != nil {
@@ -127,7 +138,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	clients.Wait()
 	stopClients()
 
-	c.quiet(ctx)
+	if err := c.quiet(ctx); err != nil {
+		stop()
+		wg.Wait()
+		return rep, err
+	}
 	deadline := time.Now().Add(drainBound)
 	c.drain(ctx, deadline)
 	err = c.collect(ctx)
@@ -142,7 +157,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		case EvInvoke:
 			rep.Ops++
 		case EvFault:
-			rep.Faults[e.Fault.Kind]++
+			// A server kill counts once it struck: the point that a
+			// service was armed for may not have come.
+			if e.Fault.Kind != FaultServerKill {
+				rep.Faults[e.Fault.Kind]++
+			}
+		case EvServer:
+			if e.Server.Killed {
+				rep.Faults[FaultServerKill]++
+			}
 		}
 	}
 	rep.Violations = Check(events, auditable(cfg.Target.Dialect))
@@ -168,11 +191,12 @@ func (c *campaign) setUp(ctx context.Context) error {
 	if dsn == "" {
 		dsn = "file:" + filepath.Join(c.cfg.Dir, c.table+".db") + "?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	}
+	quietDriver()
 	var err error
 	if c.db, err = sql.Open(tg.Driver, dsn); err != nil {
 		return err
 	}
-	if c.store, err = NewStore(tg.Dialect, c.table); err != nil {
+	if c.store, err = newStore(tg.Dialect, c.table); err != nil {
 		return err
 	}
 	if err := c.store.Migrate(ctx, c.db); err != nil {
@@ -181,19 +205,31 @@ func (c *campaign) setUp(ctx context.Context) error {
 	if err := createTables(ctx, c.db, tg.Family, tg.Dialect, c.table); err != nil {
 		return fmt.Errorf("the campaign's tables: %w", err)
 	}
+	if placement.Sharded(dialects[tg.Dialect]) {
+		// Each table on the shard of its records' shard values, as
+		// docs/scaling.md tells an operator to put them.
+		c.sharded = true
+		for table, column := range map[string]string{c.table: "shard_key", effectsTable(c.table): "shard"} {
+			if err := placement.ShardTable(ctx, c.db, table, column); err != nil {
+				return err
+			}
+		}
+	}
 	serviceDSN := dsn
 	if tg.DSN != "" {
-		addr, err := serverAddr(tg.Family, dsn)
-		if err != nil {
+		var proxyErr error
+		serviceDSN, err = fault.Through(tg.Family, dsn, func(target string) string {
+			if c.proxy, proxyErr = fault.NewProxy(target); proxyErr != nil {
+				return target
+			}
+			return c.proxy.Addr()
+		})
+		if err = errors.Join(err, proxyErr); err != nil {
 			return err
 		}
-		if c.proxy, err = fault.NewProxy(addr); err != nil {
-			return err
-		}
-		serviceDSN, err = withAddr(tg.Family, dsn, c.proxy.Addr())
-		if err != nil {
-			return err
-		}
+	}
+	if tg.Control != "" {
+		c.srv = &dbServer{dir: tg.Control, record: c.hist.add}
 	}
 	c.prov, err = startProvider(func(call Call) { c.hist.add(Event{Type: EvCall, Call: &call}) })
 	if err != nil {
@@ -213,8 +249,8 @@ func (c *campaign) setUp(ctx context.Context) error {
 	for i := range c.cfg.Services {
 		p := &proc{index: i, bin: bin, log: c.cfg.Log, cfg: ServiceConfig{
 			Index: i, Dialect: tg.Dialect, Family: tg.Family, Driver: tg.Driver,
-			DSN: serviceDSN, Table: c.table, Provider: c.prov.url,
-		}}
+			DSN: serviceDSN, Table: c.table, Provider: c.prov.url, Server: tg.Control,
+		}, serverKilled: c.serverKilled}
 		if err := p.start(); err != nil {
 			return err
 		}
@@ -246,6 +282,11 @@ func (c *campaign) tearDown() {
 		return
 	}
 	ctx := context.Background()
+	if c.sharded {
+		for _, t := range []string{c.table, effectsTable(c.table)} {
+			_ = placement.UnshardTable(ctx, c.db, t)
+		}
+	}
 	if c.cfg.Target.Family == "postgres" {
 		_, _ = c.db.ExecContext(ctx, "DROP FUNCTION IF EXISTS "+c.table+"_audit_fn() CASCADE")
 	}

@@ -37,9 +37,10 @@ func TestMain(m *testing.M) {
 // the servers' timing, which no seed fixes.
 func TestSeedFixesOperationsAndFaults(t *testing.T) {
 	const seed = 20261207
+	sqlite := Target{Name: "sqlite", Family: "sqlite", Dialect: "sqlite", Driver: "sqlite"}
 	run := func() (ops map[string]Op, faults []Fault) {
 		rep, err := Run(context.Background(), Config{
-			Target:   Target{Name: "sqlite", Family: "sqlite", Dialect: "sqlite", Driver: "sqlite"},
+			Target:   sqlite,
 			Duration: 6 * time.Second, Seed: seed, Clients: 3, Services: 2, MaxOps: 24,
 			Dir: t.TempDir(), Log: testLog{t},
 		})
@@ -74,7 +75,7 @@ func TestSeedFixesOperationsAndFaults(t *testing.T) {
 	if len(faults1) == 0 || !reflect.DeepEqual(faults1, faults2) {
 		t.Errorf("one seed caused other faults:\n%v\n%v", faults1, faults2)
 	}
-	other := NewPlan(seed+1, 3, 2, 6*time.Second, true, false)
+	other := NewPlan(seed+1, 3, 2, 6*time.Second, sqlite, nil)
 	if reflect.DeepEqual(other.Faults, faults1) || reflect.DeepEqual(other.ClientOp(0, 0), ops1["0.0"]) && reflect.DeepEqual(other.ClientOp(0, 1), ops1["0.1"]) {
 		t.Error("another seed made the same plan")
 	}

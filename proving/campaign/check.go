@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,12 +15,13 @@ import (
 // The invariants, each named by the sentence of docs/contract.md or
 // docs/operations.md that it checks.
 var Invariants = map[int]string{
-	1: "each record incarnation's effects are committed at most once per phase, and exactly once where a client got a final answer that an operator's Settle did not make",
+	1: "each record incarnation's effects are committed at most once per phase",
 	2: "every answer a client got for an incarnation equals the stored response byte for byte",
 	3: "another request under a live key is answered Mismatch or InFlight, never with the other request's response",
 	4: "once faults stop, every key reaches a final state, or is listed by Unfinished with the time Resume takes it; a record ends only by its expiry or an operator's action",
 	5: "the provider never sees one call key from two incarnations or from two shard values",
 	6: "after an operator's documented action, the next request behaves as docs/operations.md says",
+	7: "nothing that a client saw acknowledged is lost, across a crash of the database server too, and no record is left that no request, Resume or operator can finish",
 }
 
 // Violation is a broken invariant, with the operations that show it.
@@ -70,6 +72,9 @@ func Check(events []Event, audited bool) []Violation {
 		effects = map[incarnation][]*Effect{}
 		audit   []*AuditRow
 		unfin   []*Unfinished
+		ends    []*RecordEnd
+		kills   []int64 // when the database server was killed
+		skews   []skew
 		byCall  = map[string][]*Call{}
 		vs      []Violation
 	)
@@ -93,9 +98,19 @@ func Check(events []Event, audited bool) []Violation {
 			unfin = append(unfin, e.Unfinished)
 		case EvCall:
 			byCall[e.Call.CallKey] = append(byCall[e.Call.CallKey], e.Call)
+		case EvRecord:
+			ends = append(ends, e.Record)
+		case EvServer:
+			if e.Server.Killed {
+				kills = append(kills, e.T)
+			}
+		case EvFault:
+			if e.Fault.Kind == FaultClock {
+				skews = append(skews, skewOf(e))
+			}
 		}
 	}
-	deletes := attributeDeletes(calls, audit)
+	deletes := attributeDeletes(calls, audit, skews)
 
 	// 1: effects per phase, and the final effect behind each final answer.
 	for _, k := range sortedIncarnations(effects) {
@@ -110,16 +125,6 @@ func Check(events []Event, audited bool) []Violation {
 			if ops := phases[ph]; len(ops) > 1 {
 				vs = append(vs, Violation{1, fmt.Sprintf("phase %s of incarnation %d of %s committed %d times", ph, k.inc, k.record, len(ops)), ops})
 			}
-		}
-	}
-	for _, c := range calls {
-		b, ok := c.body()
-		if !ok || b.Settled {
-			continue
-		}
-		k := c.incarnationOf(b)
-		if n := finals(effects[k]); n != 1 {
-			vs = append(vs, Violation{1, fmt.Sprintf("answered %s for incarnation %d of %s, whose final effect committed %d times", c.answer.Outcome, b.Inc, k.record, n), []string{c.op.ID()}})
 		}
 	}
 
@@ -224,7 +229,7 @@ func Check(events []Event, audited bool) []Violation {
 			if !ended || deletes.byAction[a.Seq] != "" {
 				continue
 			}
-			if a.Old.Expires == nil || *a.Old.Expires > a.At+clockSlack.Microseconds() {
+			if a.Old.Expires == nil || *a.Old.Expires > a.At+clockSlack.Microseconds()+skewAt(skews, a.At) {
 				vs = append(vs, Violation{4, fmt.Sprintf("incarnation %d of %s ended (%s) %s before it expired, by no operator's action",
 					deref(a.Old.Inc), record{string(a.Key), a.Shard}, a.Kind, time.Duration(deref(a.Old.Expires)-a.At)*time.Microsecond), nil})
 			}
@@ -257,7 +262,60 @@ func Check(events []Event, audited bool) []Violation {
 			}
 		}
 	}
+	// 7: the final effect behind every final answer is committed, also
+	// where the server was killed after the answer, and every record
+	// committed unfinished is one that Unfinished lists.
+	for _, c := range calls {
+		b, ok := c.body()
+		if !ok || b.Settled {
+			continue
+		}
+		k := c.incarnationOf(b)
+		if finals(effects[k]) == 0 {
+			after := 0
+			for _, t := range kills {
+				if t > c.answered {
+					after++
+				}
+			}
+			vs = append(vs, Violation{7, fmt.Sprintf("answered %s for incarnation %d of %s, whose final effect is not committed (%d server kills after the answer)", c.answer.Outcome, b.Inc, k.record, after), []string{c.op.ID()}})
+		}
+	}
+	listed := map[record]bool{}
+	for _, u := range unfin {
+		listed[record{string(u.Key), u.Shard}] = true
+	}
+	for _, r := range ends {
+		if rec := (record{string(r.Key), r.Shard}); r.Outcome == "inflight" && !listed[rec] {
+			vs = append(vs, Violation{7, fmt.Sprintf("incarnation %d of %s is committed unfinished, and Unfinished does not list it", r.Inc, rec), nil})
+		}
+	}
 	return vs
+}
+
+// skew is a clock fault: for a while, a service's Store clock read ahead
+// of, or behind, the others'.
+type skew struct{ from, to, by int64 }
+
+func skewOf(e Event) skew {
+	ms, _ := strconv.Atoi(e.Fault.Point)
+	by := time.Duration(max(ms, -ms)) * time.Millisecond
+	// The arm reaches the service a moment after the fault, which ends
+	// a moment after For.
+	return skew{from: e.T, to: e.T + (e.Fault.For + time.Second).Microseconds(), by: by.Microseconds()}
+}
+
+// skewAt is how far apart the Stores' clocks may have read at t: a
+// record expires when the clock of the process that next claims or
+// purges it says so (WithClock), and a clock fault moves one.
+func skewAt(skews []skew, t int64) int64 {
+	var by int64
+	for _, s := range skews {
+		if s.from <= t && t <= s.to {
+			by = max(by, s.by)
+		}
+	}
+	return by
 }
 
 func (r record) String() string {
@@ -344,9 +402,16 @@ type deleteAttribution struct {
 	violations []Violation
 }
 
-func attributeDeletes(calls []*call, audit []*AuditRow) deleteAttribution {
+func attributeDeletes(calls []*call, audit []*AuditRow, skews []skew) deleteAttribution {
 	d := deleteAttribution{byAction: map[int64]string{}, at: map[incarnation]int64{}, undone: map[incarnation]bool{}}
 	slack := clockSlack.Microseconds()
+	// Each record's changes, in the audit's order: a long campaign's
+	// actions are many, and each looks at its own record's alone.
+	byRecord := map[record][]*AuditRow{}
+	for _, a := range audit {
+		r := record{string(a.Key), a.Shard}
+		byRecord[r] = append(byRecord[r], a)
+	}
 	for _, c := range calls {
 		// An action that was not refused may have acted: one that
 		// answered ok, and one whose answer was lost or that failed at
@@ -362,8 +427,8 @@ func attributeDeletes(calls []*call, audit []*AuditRow) deleteAttribution {
 		// deletion of a live record comes first.
 		var found, expired *AuditRow
 		marker := []byte(fmt.Sprintf(`"op":%q`, c.op.ID()))
-		for _, a := range audit {
-			if (record{string(a.Key), a.Shard}) != r || a.At < c.invoked-slack || a.At > c.answered+slack || d.byAction[a.Seq] != "" {
+		for _, a := range byRecord[r] {
+			if a.At < c.invoked-slack || a.At > c.answered+slack || d.byAction[a.Seq] != "" {
 				continue
 			}
 			switch {
@@ -372,7 +437,7 @@ func attributeDeletes(calls []*call, audit []*AuditRow) deleteAttribution {
 					found = a
 				}
 			case a.Kind != "D":
-			case a.Old.Expires != nil && *a.Old.Expires <= a.At+slack:
+			case a.Old.Expires != nil && *a.Old.Expires <= a.At+slack+skewAt(skews, a.At):
 				expired = a
 			default:
 				found = a

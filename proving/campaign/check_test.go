@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 )
 
 // testHistory builds a history for the checker's tests on one record,
@@ -88,7 +89,18 @@ func TestCheck(t *testing.T) {
 		}, []int{1}},
 		{"a final answer without its effect", func(h *testHistory) {
 			h.answered(0, 0, "claimed", 7, false)
-		}, []int{1}},
+		}, []int{7}},
+		{"a final answer whose effect a server kill lost", func(h *testHistory) {
+			h.answered(0, 0, "claimed", 7, false)
+			h.add(Event{Type: EvServer, Server: &ServerEvent{Killed: true, Point: PointAnywhere}})
+		}, []int{7}},
+		{"a record committed unfinished that Unfinished does not list", func(h *testHistory) {
+			h.add(Event{Type: EvRecord, Record: &RecordEnd{Key: []byte(testOp.StoredKey()), Shard: 1, Inc: 7, Outcome: "inflight"}})
+		}, []int{7}},
+		{"a record committed unfinished that Unfinished lists", func(h *testHistory) {
+			h.add(Event{Type: EvRecord, Record: &RecordEnd{Key: []byte(testOp.StoredKey()), Shard: 1, Inc: 7, Outcome: "inflight"}})
+			h.add(Event{Type: EvUnfinished, Unfinished: &Unfinished{Key: []byte(testOp.StoredKey()), Shard: 1, Inc: 7}})
+		}, nil},
 		{"another request answered from the incarnation", func(h *testHistory) {
 			h.answered(0, 0, "claimed", 7, false)
 			h.answered(1, 1, "replay", 7, false)
@@ -100,6 +112,16 @@ func TestCheck(t *testing.T) {
 			h.effect(7, "final")
 		}, []int{3}},
 		{"a record deleted before it expired", func(h *testHistory) {
+			h.add(Event{Type: EvAudit, Audit: &AuditRow{Seq: 1, At: 5000, Kind: "D", Key: []byte(testOp.StoredKey()), Shard: 1,
+				Old: RecordState{Inc: i64(7), Status: i64(201), Expires: i64(9000)}}})
+		}, []int{4}},
+		{"a record deleted early while a clock ran that far ahead", func(h *testHistory) {
+			h.add(Event{Type: EvFault, Fault: &Fault{Kind: FaultClock, Point: "-1000", For: time.Second}})
+			h.add(Event{Type: EvAudit, Audit: &AuditRow{Seq: 1, At: 5000, Kind: "D", Key: []byte(testOp.StoredKey()), Shard: 1,
+				Old: RecordState{Inc: i64(7), Status: i64(201), Expires: i64(9000)}}})
+		}, nil},
+		{"a record deleted earlier than a clock ran ahead", func(h *testHistory) {
+			h.add(Event{Type: EvFault, Fault: &Fault{Kind: FaultClock, Point: "1", For: time.Second}})
 			h.add(Event{Type: EvAudit, Audit: &AuditRow{Seq: 1, At: 5000, Kind: "D", Key: []byte(testOp.StoredKey()), Shard: 1,
 				Old: RecordState{Inc: i64(7), Status: i64(201), Expires: i64(9000)}}})
 		}, []int{4}},

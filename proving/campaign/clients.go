@@ -145,7 +145,7 @@ func (c *campaign) overHTTP(ctx context.Context, op Op) Answer {
 	if err != nil {
 		return Answer{Outcome: "lost", Err: err.Error()}
 	}
-	a := Answer{Status: resp.StatusCode, Replayed: resp.Replayed}
+	a := Answer{Status: resp.StatusCode}
 	switch {
 	case resp.StatusCode == http.StatusUnprocessableEntity:
 		a.Outcome = "mismatch"

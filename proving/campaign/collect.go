@@ -3,10 +3,15 @@ package campaign
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemgo/idem"
 )
 
 // collect reads what the database holds at the end into the history:
-// the effects, the audit and the requests still unfinished.
+// the effects, the audit, the requests still unfinished, and what Lookup
+// reads of each record that an operation named.
 func (c *campaign) collect(ctx context.Context) error {
 	rows, err := c.db.QueryContext(ctx, `SELECT seq, stored_key, shard, inc, phase, op, status, header, body, at FROM `+effectsTable(c.table)+` ORDER BY seq`)
 	if err != nil {
@@ -36,6 +41,35 @@ func (c *campaign) collect(ctx context.Context) error {
 	for _, u := range unfinished {
 		shard, _ := u.Shard.(int64)
 		c.hist.add(Event{Type: EvUnfinished, Unfinished: &Unfinished{Key: []byte(u.Key), Shard: shard, Inc: u.Incarnation, Phase: u.Phase, ResumeIn: u.ResumeIn}})
+	}
+	return c.collectRecords(ctx)
+}
+
+// collectRecords reads, through Store.Lookup, each record that an
+// operation of the history named.
+func (c *campaign) collectRecords(ctx context.Context) error {
+	seen := map[record]bool{}
+	for _, e := range c.hist.snapshot() {
+		if e.Type != EvInvoke || e.Op.Action == ActPurge {
+			continue
+		}
+		r := record{e.Op.StoredKey(), e.Op.RecordShard()}
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		res, err := c.store.Lookup(idem.WithShard(ctx, r.shard), c.db, r.key)
+		end := RecordEnd{Key: []byte(r.key), Shard: r.shard, Inc: res.Incarnation, Outcome: "none"}
+		switch {
+		case errors.Is(err, idem.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("lookup %s: %w", r, err)
+		case res.Outcome == idem.InFlight:
+			end.Outcome = "inflight"
+		default:
+			end.Outcome = "replay"
+		}
+		c.hist.add(Event{Type: EvRecord, Record: &end})
 	}
 	return nil
 }

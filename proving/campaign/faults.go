@@ -50,6 +50,17 @@ func (c *campaign) faults(ctx context.Context, start time.Time) {
 			ms, _ := strconv.Atoi(f.Point)
 			c.proxy.SetLatency(time.Duration(ms) * time.Millisecond)
 			time.AfterFunc(f.For, func() { c.proxy.SetLatency(0) })
+		case FaultClock:
+			ms, _ := strconv.Atoi(f.Point)
+			c.armLater(ctx, p, Arm{ClockAhead: time.Duration(ms) * time.Millisecond, For: f.For})
+		case FaultPool:
+			c.armLater(ctx, p, Arm{HoldPools: true, For: f.For})
+		case FaultServerKill:
+			if f.Point == PointAnywhere {
+				c.srv.kill(PointAnywhere, -1)
+			} else {
+				c.armLater(ctx, p, Arm{KillServer: f.Point})
+			}
 		}
 	}
 	<-ctx.Done()
@@ -79,8 +90,9 @@ func (c *campaign) arm(ctx context.Context, p *proc, a Arm) {
 
 // quiet stops every fault: paused services go on, the proxy passes
 // everything at once, the provider's outage ends, armed faults are taken
-// back, and every service is up again.
-func (c *campaign) quiet(ctx context.Context) {
+// back, and every service and the database server are up again. It fails
+// when the server did not come back from a kill.
+func (c *campaign) quiet(ctx context.Context) error {
 	if c.proxy != nil {
 		c.proxy.SetLatency(0)
 		c.proxy.SetCut(fault.CutNothing)
@@ -101,5 +113,22 @@ func (c *campaign) quiet(ctx context.Context) {
 		}
 		c.arm(ctx, p, Arm{Disarm: true})
 	}
+	if c.srv != nil {
+		// A kill that a service made just before its disarm is heard
+		// a moment later.
+		time.Sleep(100 * time.Millisecond)
+		if err := c.srv.up(ctx); err != nil {
+			return err
+		}
+	}
 	c.hist.add(Event{Type: EvQuiet})
+	return nil
+}
+
+// serverKilled hears from service that it killed the database server at
+// point.
+func (c *campaign) serverKilled(service int, point string) {
+	if c.srv != nil {
+		c.srv.killed(point, service, nil)
+	}
 }

@@ -103,7 +103,7 @@ func grpcShard(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler gr
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, "bad x-shard")
 	}
-	return handler(idem.WithShard(ctx, shard), req)
+	return handler(tracked(idem.WithShard(ctx, shard)), req)
 }
 
 func first(vs []string) string {
@@ -135,7 +135,7 @@ func (s *service) grpcPay(ctx context.Context) (*structpb.Struct, error) {
 }
 
 func (s *service) grpcCheckout(ctx context.Context) (*structpb.Struct, error) {
-	return idemgrpc.Run[*structpb.Struct](ctx, checkout(s, sqlExec, first(metadata.ValueFromIncomingContext(ctx, mdOp)), grpcFinal)...)
+	return idemgrpc.Run[*structpb.Struct](mark(ctx, PointPhaseCommit), checkout(s, sqlExec, first(metadata.ValueFromIncomingContext(ctx, mdOp)), grpcFinal)...)
 }
 
 // reply is the Struct that carries resp's body.
@@ -192,7 +192,7 @@ func overGRPC(ctx context.Context, addr string, op Op) Answer {
 	}
 	a := Answer{Outcome: "claimed", Body: []byte(out.GetFields()["body"].GetStringValue())}
 	if first(header.Get(idemgrpc.ReplayedMetadata)) == "true" {
-		a.Outcome, a.Replayed = "replay", true
+		a.Outcome = "replay"
 	}
 	var b Body
 	if json.Unmarshal(a.Body, &b) == nil {

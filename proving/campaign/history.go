@@ -16,14 +16,16 @@ type Event struct {
 	T    int64  `json:"t"` // microseconds since the epoch, by the campaign's clock
 	Type string `json:"type"`
 
-	Op         *Op         `json:"op,omitempty"`
-	Answer     *Answer     `json:"answer,omitempty"`
-	Fault      *Fault      `json:"fault,omitempty"`
-	Call       *Call       `json:"call,omitempty"`
-	Effect     *Effect     `json:"effect,omitempty"`
-	Audit      *AuditRow   `json:"audit,omitempty"`
-	Unfinished *Unfinished `json:"unfinished,omitempty"`
-	Note       string      `json:"note,omitempty"`
+	Op         *Op          `json:"op,omitempty"`
+	Answer     *Answer      `json:"answer,omitempty"`
+	Fault      *Fault       `json:"fault,omitempty"`
+	Call       *Call        `json:"call,omitempty"`
+	Effect     *Effect      `json:"effect,omitempty"`
+	Audit      *AuditRow    `json:"audit,omitempty"`
+	Unfinished *Unfinished  `json:"unfinished,omitempty"`
+	Server     *ServerEvent `json:"server,omitempty"`
+	Record     *RecordEnd   `json:"record,omitempty"`
+	Note       string       `json:"note,omitempty"`
 }
 
 // The types of Event.
@@ -36,7 +38,30 @@ const (
 	EvEffect     = "effect"
 	EvAudit      = "audit"
 	EvUnfinished = "unfinished"
+	EvServer     = "server" // the database server killed, or up again
+	EvRecord     = "record" // a record as Store.Lookup read it at the end
 )
+
+// ServerEvent is a kill of the database server, by the campaign or by a
+// service at Point, or the end of its restart, which took Took.
+type ServerEvent struct {
+	Killed  bool          `json:"killed,omitempty"`
+	Point   string        `json:"point,omitempty"`
+	Service int           `json:"service,omitempty"`
+	Up      bool          `json:"up,omitempty"`
+	Took    time.Duration `json:"took,omitempty"`
+	Err     string        `json:"err,omitempty"`
+}
+
+// RecordEnd is what Store.Lookup answered, once every request had its
+// final answer, for a record that a request of the history named:
+// Outcome is replay, inflight (committed unfinished) or none.
+type RecordEnd struct {
+	Key     []byte `json:"key"`
+	Shard   int64  `json:"shard"`
+	Inc     int64  `json:"inc,omitempty"`
+	Outcome string `json:"outcome"`
+}
 
 // Effect is a row of the effects table: work that committed.
 type Effect struct {

@@ -24,6 +24,12 @@ type Mutation struct {
 	Old, New string
 	// Invariant is the invariant that catches the bug.
 	Invariant int
+	// ServerKills says that the bug shows where the campaign kills the
+	// database server (Target.Control), and only there.
+	ServerKills bool
+	// Faults, when set, are the faults that its campaigns cause, by kind
+	// and point, instead of the usual mix: those under which it shows.
+	Faults []Fault
 }
 
 // Mutations lists the known bugs that the campaign must find.
@@ -70,7 +76,20 @@ var Mutations = []Mutation{
 		Old:  `if !undone && p != nil && p.phase != "" {`,
 		New:  `if false && !undone && p != nil && p.phase != "" {`,
 	},
+	{
+		Name: "commit-failure-ignored", Invariant: 7, ServerKills: true,
+		What: "a commit that failed, as one does when the server dies under it, is taken for one that happened, and its response answered",
+		// The kills before and as a final effect's commit, where the
+		// commit fails and its response is the client's answer.
+		Faults: []Fault{{Kind: FaultServerKill, Point: PointFinalCommit}, {Kind: FaultServerKill, Point: PointFinalCommitRace}},
+		File:   "driver_sql.go",
+		Old:    "if err := o.tx.Commit(); err != nil {",
+		New:    "if err := o.tx.Commit(); false && err != nil {",
+	},
 }
+
+// CanFind reports whether a campaign on tg can find m.
+func (m Mutation) CanFind(tg Target) bool { return !m.ServerKills || tg.Control != "" }
 
 // MutationNamed returns the mutation called name.
 func MutationNamed(name string) (Mutation, error) {

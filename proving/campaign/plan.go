@@ -113,6 +113,13 @@ const (
 	FaultLoseReply = "lose-reply" // the next commit's reply lost in the service's driver
 	FaultLatency   = "latency"    // latency between the services and the database
 	FaultProvider  = "provider"   // the provider's calls fail, or charge and lose their answers, for a while
+	FaultClock     = "clock"      // a service's Store clock moved ahead or back, for a while
+	FaultPool      = "pool"       // a service's connection pools held empty, for a while
+	// The database server SIGKILLed, anywhere, or by a service as a
+	// request's final effect commits, or a multi-step request's phase
+	// commits, or while Purge or Resume runs (Point), and started again,
+	// on a server that the campaign can kill (EnvServerControl).
+	FaultServerKill = "server-kill"
 )
 
 // The points at which a FaultKillAt strikes.
@@ -121,9 +128,28 @@ const (
 	PointInCall  = "in-call" // in a Call, after the provider charged
 	PointBetween = "between" // between two phases of a multi-step request
 	PointCommit  = "commit"  // as a COMMIT is about to be sent
+	// On SQLite, while a checkpoint copies the write-ahead log into the
+	// database file.
+	PointCheckpoint = "checkpoint"
 )
 
 var killPoints = []string{PointInFunc, PointInCall, PointBetween, PointCommit}
+
+// The points at which a service kills the database server; the campaign
+// kills it anywhere.
+const (
+	PointAnywhere = "anywhere"
+	// Before a commit that carries a request's final effect goes out,
+	// the commit whose success the client is told: it meets a dead
+	// server. As it goes out, racing it to the disk (FinalCommitRace).
+	PointFinalCommit     = "final-commit"
+	PointFinalCommitRace = "final-commit-race"
+	PointPhaseCommit     = "phase-commit" // as a multi-step request's phase commits
+	PointPurge           = "purge"        // while Purge runs
+	PointResume          = "resume"       // while Resume runs
+)
+
+var serverKillPoints = []string{PointAnywhere, PointFinalCommit, PointFinalCommitRace, PointPhaseCommit, PointPurge, PointResume}
 
 // Plan is what a seed fixes: each client's requests, the operator's
 // actions and the fault schedule. The servers' timing is not fixed, so
@@ -134,9 +160,6 @@ type Plan struct {
 	Clients  int
 	Services int
 	Faults   []Fault
-	// NoServer is set for SQLite, which runs in the services' processes:
-	// no proxy stands between them and the database.
-	NoServer bool
 	Surfaces []string
 }
 
@@ -147,15 +170,25 @@ const (
 	shards     = 2
 )
 
-// NewPlan draws the fault schedule of a campaign of length d from seed,
-// on a target that is no server (SQLite), or that the services reach
-// through pgx.
-func NewPlan(seed uint64, clients, services int, d time.Duration, noServer, pgx bool) Plan {
-	p := Plan{Seed: seed, Clients: clients, Services: services, NoServer: noServer, Surfaces: surfaces(pgx)}
+// NewPlan draws the fault schedule of a campaign of length d on tg from
+// seed: network faults where tg is a server, pgx's surfaces where the
+// services reach it through pgx, server kills where the campaign can
+// kill it, and kills during a checkpoint on SQLite. Where only is set,
+// each fault is one of its faults instead, whose kind and point it keeps.
+func NewPlan(seed uint64, clients, services int, d time.Duration, tg Target, only []Fault) Plan {
+	p := Plan{Seed: seed, Clients: clients, Services: services, Surfaces: surfaces(tg.Driver == "pgx")}
 	r := rand.New(rand.NewPCG(seed, 1<<32))
-	kinds := []string{FaultKill, FaultKillAt, FaultPause, FaultLoseReply, FaultProvider}
-	if !noServer {
+	kinds := []string{FaultKill, FaultKillAt, FaultPause, FaultLoseReply, FaultProvider, FaultClock, FaultPool}
+	points := killPoints
+	if tg.DSN == "" {
+		points = append(points[:len(points):len(points)], PointCheckpoint)
+	} else {
 		kinds = append(kinds, FaultCutAll, FaultCutCommit, FaultLatency)
+	}
+	if tg.Control != "" {
+		// Three times as often as the other kinds: what a crash loses
+		// is the campaign's main question where it can kill the server.
+		kinds = append(kinds, FaultServerKill, FaultServerKill, FaultServerKill)
 	}
 	// A fault every 1.5 s on average, none in the first second, so that
 	// every service is up and serving when the first one strikes.
@@ -165,9 +198,27 @@ func NewPlan(seed uint64, clients, services int, d time.Duration, noServer, pgx 
 			break
 		}
 		f := Fault{At: at, Kind: kinds[r.IntN(len(kinds))], Service: r.IntN(services)}
+		var o *Fault
+		if len(only) > 0 {
+			o = &only[r.IntN(len(only))]
+			f.Kind = o.Kind
+		}
 		switch f.Kind {
 		case FaultKillAt:
-			f.Point = killPoints[r.IntN(len(killPoints))]
+			f.Point = points[r.IntN(len(points))]
+		case FaultServerKill:
+			f.Point = serverKillPoints[r.IntN(len(serverKillPoints))]
+		case FaultClock:
+			// Ahead or back by up to twice the lease: leases must not
+			// run on this clock.
+			ms := 200 + r.IntN(int(2*lease/time.Millisecond))
+			if r.IntN(2) == 0 {
+				ms = -ms
+			}
+			f.Point = fmt.Sprint(ms)
+			f.For = time.Duration(1000+r.IntN(2000)) * time.Millisecond
+		case FaultPool:
+			f.For = time.Duration(500+r.IntN(2000)) * time.Millisecond
 		case FaultCutCommit:
 			f.Point = []string{"before", "after"}[r.IntN(2)]
 		case FaultPause:
@@ -178,6 +229,9 @@ func NewPlan(seed uint64, clients, services int, d time.Duration, noServer, pgx 
 		case FaultLatency:
 			f.For = time.Duration(1000+r.IntN(2000)) * time.Millisecond
 			f.Point = fmt.Sprint(20 + r.IntN(80)) // milliseconds
+		}
+		if o != nil && o.Point != "" {
+			f.Point = o.Point
 		}
 		p.Faults = append(p.Faults, f)
 	}

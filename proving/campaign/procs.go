@@ -20,13 +20,14 @@ type proc struct {
 	cfg   ServiceConfig
 	bin   string
 	log   io.Writer
+	// serverKilled hears that the service killed the database server.
+	serverKilled func(service int, point string)
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	addr   string // HTTP's
-	grpc   string // gRPC's
-	paused bool
-	done   chan struct{} // closed when cmd has ended
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	addr string        // HTTP's
+	grpc string        // gRPC's
+	done chan struct{} // closed when cmd has ended
 }
 
 // start starts the service and waits until it listens.
@@ -53,6 +54,8 @@ func (p *proc) start() error {
 		for sc.Scan() {
 			if a, ok := strings.CutPrefix(sc.Text(), "listening "); ok {
 				addr <- a
+			} else if point, ok := strings.CutPrefix(sc.Text(), serverKilled+" "); ok && p.serverKilled != nil {
+				p.serverKilled(p.index, point)
 			}
 		}
 		close(addr)
@@ -70,7 +73,7 @@ func (p *proc) start() error {
 		}
 		httpAddr, grpcAddr, _ := strings.Cut(a, " ")
 		p.mu.Lock()
-		p.cmd, p.addr, p.grpc, p.done, p.paused = cmd, httpAddr, grpcAddr, done, false
+		p.cmd, p.addr, p.grpc, p.done = cmd, httpAddr, grpcAddr, done
 		p.mu.Unlock()
 		return nil
 	case <-time.After(60 * time.Second):
@@ -98,7 +101,6 @@ func (p *proc) signal(sig syscall.Signal) {
 	defer p.mu.Unlock()
 	if p.cmd != nil {
 		_ = p.cmd.Process.Signal(sig)
-		p.paused = sig == syscall.SIGSTOP
 	}
 }
 

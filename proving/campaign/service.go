@@ -14,7 +14,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -39,6 +39,9 @@ type ServiceConfig struct {
 	DSN      string `json:"dsn"` // through the proxy, where there is one
 	Table    string `json:"table"`
 	Provider string `json:"provider"`
+	// Server is the control of the database server (EnvServerControl),
+	// where the service may kill it.
+	Server string `json:"server,omitempty"`
 }
 
 // EnvService holds a service's ServiceConfig as JSON: a process of the
@@ -59,15 +62,20 @@ var dialects = map[string]idem.Dialect{
 	"mysql": idem.MySQL(), "tidb": idem.TiDB(), "vitess": idem.Vitess(),
 }
 
-// NewStore returns the Store of the campaign's table on dialect.
-func NewStore(dialect, table string) (*idem.Store, error) {
+// newStore returns the Store of the campaign's table on dialect, with
+// more options.
+func newStore(dialect, table string, more ...idem.Option) (*idem.Store, error) {
 	d, ok := dialects[dialect]
 	if !ok {
 		return nil, fmt.Errorf("campaign: no dialect %q", dialect)
 	}
-	return idem.New(d, idem.WithTable(table), idem.WithShardColumn(idem.ShardInt64()),
-		idem.WithLease(lease), idem.WithRetention(retention), idem.WithLockTimeout(lockTimeout))
+	return idem.New(d, append([]idem.Option{idem.WithTable(table), idem.WithShardColumn(idem.ShardInt64()),
+		idem.WithLease(lease), idem.WithRetention(retention), idem.WithLockTimeout(lockTimeout)}, more...)...)
 }
+
+// maxConns is the size of each of a service's connection pools, which a
+// FaultPool holds empty.
+const maxConns = 16
 
 // service is one service process: it serves the requests of the
 // workload on every surface, and the operators' actions, and dies where a
@@ -83,8 +91,13 @@ type service struct {
 	pool     *pgxpool.Pool
 	pgxStore *idempgx.Store
 
-	mu     sync.Mutex
-	killAt string // the point at which the service dies, if any
+	// clockAhead moves the Store's clock (FaultClock), in nanoseconds.
+	clockAhead atomic.Int64
+
+	mu         sync.Mutex
+	killAt     string             // the point at which the service dies, if any
+	serverAt   string             // the point at which it kills the database server, if any
+	stopFaults context.CancelFunc // ends the clock's move and the pools' hold under way
 }
 
 // Serve runs the service that cfg describes until ctx ends or a fault
@@ -101,11 +114,9 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	// The MySQL driver logs each connection that a fault cut; the
-	// campaign records what the clients saw instead.
-	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	quietDriver()
 	s := &service{cfg: cfg, lossy: &fault.Lossy{}}
-	s.lossy.AtCommit = func() { s.pass(PointCommit) }
+	s.lossy.Before = s.before
 	db, err := sql.Open(cfg.Driver, cfg.DSN)
 	if err != nil {
 		return err
@@ -113,12 +124,19 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	base := db.Driver()
 	db.Close()
 	s.db = sql.OpenDB(s.lossy.Connector(base, cfg.DSN))
+	s.db.SetMaxOpenConns(maxConns)
 	defer s.db.Close()
-	if s.store, err = NewStore(cfg.Dialect, cfg.Table); err != nil {
+	clock := func() time.Time { return time.Now().Add(time.Duration(s.clockAhead.Load())) }
+	if s.store, err = newStore(cfg.Dialect, cfg.Table, idem.WithClock(clock)); err != nil {
 		return err
 	}
 	if cfg.Driver == "pgx" {
-		if s.pool, err = pgxpool.New(ctx, cfg.DSN); err != nil {
+		pc, err := pgxpool.ParseConfig(cfg.DSN)
+		if err != nil {
+			return err
+		}
+		pc.MaxConns = maxConns
+		if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 			return err
 		}
 		defer s.pool.Close()
@@ -133,9 +151,9 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /pay", withShard(s.mw.Handler(http.HandlerFunc(s.servePay))))
-	mux.Handle("POST /checkout", withShard(s.mw.Steps(func(r *http.Request) ([]idem.Step, error) {
+	mux.Handle("POST /checkout", withShard(marked(PointPhaseCommit, s.mw.Steps(func(r *http.Request) ([]idem.Step, error) {
 		return checkout(s, sqlExec, r.Header.Get("X-Op"), nil), nil
-	})))
+	}))))
 	mux.HandleFunc("POST /direct", s.serveDirect)
 	mux.HandleFunc("POST /operate", s.serveOperate)
 	mux.HandleFunc("POST /arm", s.serveArm)
@@ -149,7 +167,9 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	}
 	fmt.Println("listening", ln.Addr(), grpcAddr)
 	go s.resumeLoop(ctx)
-	srv := &http.Server{Handler: mux}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r.WithContext(tracked(r.Context())))
+	})}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -159,6 +179,11 @@ func Serve(ctx context.Context, cfg ServiceConfig) error {
 	}
 	return nil
 }
+
+// quietDriver keeps the MySQL driver from logging each connection that a
+// fault cut or a server kill closed: the campaign records what the
+// clients saw instead.
+func quietDriver() { _ = mysql.SetLogger(log.New(io.Discard, "", 0)) }
 
 // httpRequest is op as an HTTP request to the service at base.
 func httpRequest(base string, op Op) *http.Request {
@@ -198,18 +223,6 @@ func withShard(next http.Handler) http.Handler {
 	})
 }
 
-// pass is called at each point a request passes: the service dies there
-// when a fault armed it.
-func (s *service) pass(point string) {
-	s.mu.Lock()
-	die := s.killAt == point
-	s.mu.Unlock()
-	if die {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // until the signal lands
-	}
-}
-
 // servePay is the payment: its effect, and its response, in the
 // middleware's transaction.
 func (s *service) servePay(w http.ResponseWriter, r *http.Request) {
@@ -228,12 +241,6 @@ func (s *service) servePay(w http.ResponseWriter, r *http.Request) {
 // resumeLoop resumes the checkouts that their clients left, as a service
 // does on a schedule.
 func (s *service) resumeLoop(ctx context.Context) {
-	steps := func(_ context.Context, key string) ([]idem.Step, error) {
-		if grpcKey(key) {
-			return checkout(s, sqlExec, "resume", grpcFinal), nil
-		}
-		return checkout(s, sqlExec, "resume", nil), nil
-	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -241,23 +248,33 @@ func (s *service) resumeLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_, _ = s.store.Resume(ctx, s.db, nil, steps, idem.ResumeOlderThan(resumeAge))
+			s.resume(ctx)
 		}
 	}
+}
+
+// resume resumes the checkouts that their clients left once.
+func (s *service) resume(ctx context.Context) {
+	steps := func(_ context.Context, key string) ([]idem.Step, error) {
+		if grpcKey(key) {
+			return checkout(s, sqlExec, "resume", grpcFinal), nil
+		}
+		return checkout(s, sqlExec, "resume", nil), nil
+	}
+	_, _ = s.store.Resume(tracked(mark(ctx, PointResume)), s.db, nil, steps, idem.ResumeOlderThan(resumeAge))
 }
 
 // Answer is what a request or an action was answered, as the client saw
 // it.
 type Answer struct {
-	Outcome  string      `json:"outcome"` // claimed, replay, mismatch, inflight, error, lost; ok for an action
-	Inc      int64       `json:"inc,omitempty"`
-	Status   int         `json:"status,omitempty"`
-	Header   http.Header `json:"header,omitempty"`
-	Body     []byte      `json:"body,omitempty"`
-	Err      string      `json:"err,omitempty"`
-	Retry    bool        `json:"retry,omitempty"`    // the error matches idem.ErrRetry
-	Refused  string      `json:"refused,omitempty"`  // an action's refusal: the sentinel's name
-	Replayed bool        `json:"replayed,omitempty"` // idemclient said so
+	Outcome string      `json:"outcome"` // claimed, replay, mismatch, inflight, error, lost; ok for an action
+	Inc     int64       `json:"inc,omitempty"`
+	Status  int         `json:"status,omitempty"`
+	Header  http.Header `json:"header,omitempty"`
+	Body    []byte      `json:"body,omitempty"`
+	Err     string      `json:"err,omitempty"`
+	Retry   bool        `json:"retry,omitempty"`   // the error matches idem.ErrRetry
+	Refused string      `json:"refused,omitempty"` // an action's refusal: the sentinel's name
 }
 
 // serveDirect runs an operation on Do, DoTx or Run in this process.
@@ -289,7 +306,7 @@ func (s *service) serveDirect(w http.ResponseWriter, r *http.Request) {
 	case SurfacePgxRun:
 		res, err = s.pgxStore.Run(ctx, s.pool, pgx.TxOptions{}, key, hash, checkout(s, pgxExec, op.ID(), nil)...)
 	case SurfaceRun:
-		res, err = s.store.Run(ctx, s.db, nil, key, hash, checkout(s, sqlExec, op.ID(), nil)...)
+		res, err = s.store.Run(mark(ctx, PointPhaseCommit), s.db, nil, key, hash, checkout(s, sqlExec, op.ID(), nil)...)
 	default:
 		err = fmt.Errorf("campaign: no direct surface %q", op.Surface)
 	}
@@ -366,7 +383,7 @@ func (s *service) serveOperate(w http.ResponseWriter, r *http.Request) {
 		err = s.store.Forget(ctx, s.db, key)
 	case ActPurge:
 		var n int64
-		n, err = s.store.Purge(ctx, s.db, 100)
+		n, err = s.store.Purge(mark(ctx, PointPurge), s.db, 100)
 		a.Status = int(n)
 	default:
 		err = fmt.Errorf("campaign: no action %q", op.Action)
@@ -392,36 +409,4 @@ func refusal(err error) string {
 		}
 	}
 	return ""
-}
-
-// Arm is a fault that a service causes in itself.
-type Arm struct {
-	KillAt    string `json:"kill_at,omitempty"`
-	LoseReply bool   `json:"lose_reply,omitempty"`
-	// Disarm takes back every fault armed before: the faults have
-	// stopped.
-	Disarm bool `json:"disarm,omitempty"`
-}
-
-// serveArm arms a fault in this service.
-func (s *service) serveArm(w http.ResponseWriter, r *http.Request) {
-	var a Arm
-	if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if a.Disarm {
-		s.mu.Lock()
-		s.killAt = ""
-		s.mu.Unlock()
-		s.lossy.SetCommit(fault.CommitNormally)
-	}
-	if a.KillAt != "" {
-		s.mu.Lock()
-		s.killAt = a.KillAt
-		s.mu.Unlock()
-	}
-	if a.LoseReply {
-		s.lossy.SetCommit(fault.LoseReply)
-	}
 }

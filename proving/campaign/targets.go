@@ -18,7 +18,8 @@ func Targets() []Target {
 		if s.Name == "tidb/optimistic" {
 			continue
 		}
-		ts = append(ts, Target{Name: s.Name, Family: s.Family, Dialect: dialectName(s.Name), Driver: s.Driver, DSN: s.DSN})
+		ts = append(ts, Target{Name: s.Name, Family: s.Family, Dialect: dialectName(s.Name), Driver: s.Driver, DSN: s.DSN,
+			Control: controlOf(s.Name)})
 	}
 	return ts
 }

@@ -58,6 +58,7 @@ func effect[TX any](ctx context.Context, s *service, exec execIn[TX], tx TX, pha
 	shard, _ := id.Shard.(int64)
 	var resp idem.Response
 	if final {
+		wroteFinal(ctx)
 		body, _ := json.Marshal(Body{Key: []byte(id.Key), Shard: shard, Inc: id.Incarnation, Op: op})
 		resp = idem.Response{Status: http.StatusCreated, Body: body, Header: http.Header{
 			"Content-Type":   {"application/json"},

@@ -41,10 +41,12 @@ type Lossy struct {
 	// Landed, when set, is called once a late commit has landed, before
 	// the BEGIN that landed it goes on.
 	Landed func()
-	// AtCommit, when set, is called at every commit before it is sent,
-	// whatever the next commit does: where a process that is to die
-	// around a COMMIT dies.
-	AtCommit func()
+	// Before, when set, is called before each statement that a
+	// connection sends, with the statement's context and text, and
+	// before each commit, whatever the commit then does, with the context
+	// that began the transaction and "COMMIT": where a process that is to
+	// die, or to kill its server, around a statement does it.
+	Before func(ctx context.Context, statement string)
 
 	mu sync.Mutex
 	// began holds the options of every transaction begun.
@@ -144,10 +146,20 @@ func (c *lossyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if err != nil {
 		return nil, err
 	}
-	return &lossyTx{Tx: tx, ctl: c.ctl, conn: c}, nil
+	return &lossyTx{Tx: tx, ctl: c.ctl, conn: c, ctx: ctx}, nil
+}
+
+func (c *lossyConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.ctl.Before != nil {
+		c.ctl.Before(ctx, query)
+	}
+	return c.Conn.ExecContext(ctx, query, args)
 }
 
 func (c *lossyConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.ctl.Before != nil {
+		c.ctl.Before(ctx, query)
+	}
 	if c.ctl.failQueries.Load() {
 		return nil, ErrReplyLost
 	}
@@ -187,6 +199,7 @@ type lossyTx struct {
 	driver.Tx
 	ctl  *Lossy
 	conn *lossyConn
+	ctx  context.Context // the one that began it, for Before
 }
 
 // land commits the transaction that landLate held back, and closes its
@@ -204,8 +217,8 @@ func (t *lossyTx) land() error {
 }
 
 func (t *lossyTx) Commit() error {
-	if t.ctl.AtCommit != nil {
-		t.ctl.AtCommit()
+	if t.ctl.Before != nil {
+		t.ctl.Before(t.ctx, "COMMIT")
 	}
 	switch t.ctl.commit.Swap(0) {
 	case int32(LandLate):

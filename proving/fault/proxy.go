@@ -7,6 +7,7 @@ package fault
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -222,22 +223,31 @@ func (p *Proxy) commitCut(client, server net.Conn, commit []byte, replied <-chan
 // for it.
 func DSNThrough(t testing.TB, family, dsn string, proxy func(target string) string) string {
 	t.Helper()
+	through, err := Through(family, dsn, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return through
+}
+
+// Through is DSNThrough for a program: it returns the error that
+// DSNThrough fails t with.
+func Through(family, dsn string, proxy func(target string) string) (string, error) {
 	switch family {
 	case "postgres":
 		u, err := url.Parse(dsn)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		u.Host = proxy(u.Host)
-		return u.String()
+		return u.String(), nil
 	case "mysql":
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		cfg.Addr = proxy(cfg.Addr)
-		return cfg.FormatDSN()
+		return cfg.FormatDSN(), nil
 	}
-	t.Fatalf("no proxy for %s", family)
-	return ""
+	return "", fmt.Errorf("fault: no proxy for %s", family)
 }

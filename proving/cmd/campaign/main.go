@@ -6,10 +6,15 @@
 //
 // Usage:
 //
-//	campaign [-db LIST] [-duration D] [-seed N] [-mutate NAME] [-list-mutations]
+//	campaign [-db LIST] [-duration D] [-seed N] [-mutate NAME] [-prove LIST [-prove-db LIST]]
+//	         [-min-ops N] [-min-faults N] [-list-mutations]
 //
 // It prints a line per target, and exits 1 when any invariant was broken,
-// keeping the history and printing the command that replays the seed. The
+// keeping the history and printing the command that replays the seed.
+// With -prove, it then builds each named known bug into the services and
+// runs the campaign again on each target that can find it, and exits 1
+// unless every one is found: the checker shown to fail. -min-ops and
+// -min-faults fail a target whose campaign did less than that. The
 // same program is each service process of a campaign: it serves when it
 // finds its configuration in the environment.
 package main
@@ -65,6 +70,10 @@ func run() int {
 		seed     = flag.Uint64("seed", 0, "the seed of the workload and the fault schedule; 0 draws one, which is printed")
 		mutate   = flag.String("mutate", "", "build the services with this known bug (see -list-mutations)")
 		list     = flag.Bool("list-mutations", false, "list the known bugs that -mutate puts in, and exit")
+		prove    = flag.String("prove", "", "after the campaign, comma-separated known bugs to build in, one at a time, each of which the campaign must find on every target of -prove-db that can")
+		proveDB  = flag.String("prove-db", "", "comma-separated targets for -prove; default those of -db")
+		minOps   = flag.Int("min-ops", 0, "fail a target whose campaign sent fewer operations")
+		minFault = flag.Int("min-faults", 0, "fail a target whose campaign caused fewer faults")
 		clients  = flag.Int("clients", 6, "client goroutines")
 		services = flag.Int("services", 3, "service processes")
 		dir      = flag.String("dir", "", "where to keep the histories; default a new temporary directory, deleted when no invariant broke")
@@ -99,9 +108,11 @@ func run() int {
 		}
 	}
 	service := ""
+	var faults []campaign.Fault
 	if *mutate != "" {
 		m, err := campaign.MutationNamed(*mutate)
 		if err == nil {
+			faults = m.Faults
 			service, err = campaign.BuildMutated(m, "github.com/idemgo/idem/proving/cmd/campaign", *dir)
 		}
 		if err != nil {
@@ -116,7 +127,7 @@ func run() int {
 	for _, tg := range targets {
 		rep, err := campaign.Run(ctx, campaign.Config{
 			Target: tg, Duration: *duration, Seed: *seed, Clients: *clients, Services: *services,
-			Service: service, Dir: *dir, Log: os.Stderr,
+			Service: service, Faults: faults, Dir: *dir, Log: os.Stderr,
 		})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "campaign: %s: %v\n", tg.Name, err)
@@ -136,6 +147,22 @@ func run() int {
 				rep.History, tg.Name, *duration, *seed, mutation(*mutate))
 		}
 		fmt.Println(rep.Line())
+		if n := total(rep.Faults); rep.Ops < *minOps || n < *minFault {
+			fmt.Printf("  too little: %d operations and %d faults, want at least %d and %d\n", rep.Ops, n, *minOps, *minFault)
+			failed = true
+		}
+	}
+	if *prove != "" {
+		proveTargets := targets
+		if *proveDB != "" {
+			if proveTargets, err = pick(*proveDB); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+		}
+		if !proveFound(ctx, strings.Split(*prove, ","), proveTargets, *duration, *seed, *clients, *services, *dir) {
+			failed = true
+		}
 	}
 	if failed {
 		return 1
@@ -144,6 +171,66 @@ func run() int {
 		os.RemoveAll(*dir)
 	}
 	return 0
+}
+
+// proveFound builds each named mutation into the services and runs the
+// campaign on each target that can find it, and reports whether every
+// one was found on each.
+func proveFound(ctx context.Context, names []string, targets []campaign.Target, d time.Duration, seed uint64, clients, services int, dir string) bool {
+	ok := true
+	for _, name := range names {
+		m, err := campaign.MutationNamed(name)
+		var bin string
+		if err == nil {
+			bin, err = campaign.BuildMutated(m, "github.com/idemgo/idem/proving/cmd/campaign", dir)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			ok = false
+			continue
+		}
+		tried := false
+		for _, tg := range targets {
+			if !m.CanFind(tg) {
+				continue
+			}
+			tried = true
+			rep, err := campaign.Run(ctx, campaign.Config{
+				Target: tg, Duration: d, Seed: seed, Clients: clients, Services: services,
+				Service: bin, Faults: m.Faults, Dir: dir, Log: os.Stderr,
+			})
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "campaign: %s with %s: %v\n", tg.Name, name, err)
+				ok = false
+				continue
+			}
+			hits := 0
+			for _, v := range rep.Violations {
+				if v.Invariant == m.Invariant {
+					hits++
+				}
+			}
+			fmt.Printf("campaign: %s built in, on %s: invariant %d broken %d times, %d faults (%d server kills)\n",
+				name, tg.Name, m.Invariant, hits, total(rep.Faults), rep.Faults[campaign.FaultServerKill])
+			if hits == 0 {
+				fmt.Printf("  not found: replay: bash scripts/campaign -db %s -duration %s -seed %d -mutate %s\n", tg.Name, d, seed, name)
+				ok = false
+			}
+		}
+		if !tried {
+			fmt.Fprintf(os.Stderr, "campaign: no target here can find %s: it shows where the campaign kills the database server, which scripts/campaign's servers allow\n", name)
+			ok = false
+		}
+	}
+	return ok
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // maxPrinted is how many violations a target prints at most: a mutation
