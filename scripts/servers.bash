@@ -90,7 +90,7 @@ MYSQL_LAUNCHER_PID=""
 MYSQLD=()
 WANT_DURABLE="" # 1 when IDEM_DURABLE=1 asks for durable servers and their controls
 CONTROL_DIR=""  # IDEM_SERVER_CONTROL's directory
-MY_DURABILITY=() # the InnoDB settings of MariaDB and MySQL (set_my_durability)
+MY_SETTINGS=()  # the settings of MariaDB and MySQL (set_my_settings)
 WANT_TIDB=""   # 1 when IDEM_TIDB=1 asks for TiDB
 TIDB_SERVER="" # the binary, from scripts/tidb-build
 TIDB_DIR=""
@@ -524,15 +524,20 @@ GRANT ALL PRIVILEGES ON *.* TO 'idem'@'127.0.0.1';
 SQL
 }
 
-# The InnoDB settings of MariaDB and MySQL: a commit's log written to the
+# The settings that MariaDB and MySQL share: loopback alone, no name
+# lookups, and InnoDB's buffer pool, which, like PostgreSQL's buffers, holds
+# the big table of proving/cmd/idembench. A commit's log is written to the
 # operating system at once and flushed to disk about once a second, which a
 # killed server survives and a failing machine does not; with
-# IDEM_DURABLE=1, flushed at each commit, as is the binary log that
+# IDEM_DURABLE=1, it is flushed at each commit, as is the binary log that
 # start_mariadb and await_mysql then keep.
-set_my_durability() {
-    MY_DURABILITY=(--innodb-flush-log-at-trx-commit=2)
+set_my_settings() {
+    MY_SETTINGS=(--bind-address=127.0.0.1 --skip-name-resolve
+        --innodb-buffer-pool-size=1G --max-connections=300)
     if [[ -n $WANT_DURABLE ]]; then
-        MY_DURABILITY=(--innodb-flush-log-at-trx-commit=1 --sync-binlog=1)
+        MY_SETTINGS+=(--innodb-flush-log-at-trx-commit=1 --sync-binlog=1)
+    else
+        MY_SETTINGS+=(--innodb-flush-log-at-trx-commit=2)
     fi
 }
 
@@ -634,18 +639,9 @@ start_mariadb() {
         { cat "$MARIADB_DIR/install-db.log" >&2; die "mariadb-install-db failed"; }
 
     # In the background; the launcher PID is runuser's (or mariadbd's) and is
-    # only used to notice an early death. Stopping uses the pid file. The
-    # buffer pool, like PostgreSQL's buffers above, holds the big table of
-    # proving/cmd/idembench.
-    local server=(mariadbd --no-defaults
-        "${MARIADB_PLACES[@]}"
-        --port="$port"
-        --bind-address=127.0.0.1
-        --skip-name-resolve
-        --log-error="$MARIADB_DIR/error.log"
-        "${MY_DURABILITY[@]}"
-        --innodb-buffer-pool-size=1G
-        --max-connections=300)
+    # only used to notice an early death. Stopping uses the pid file.
+    local server=(mariadbd --no-defaults "${MARIADB_PLACES[@]}" --port="$port"
+        --log-error="$MARIADB_DIR/error.log" "${MY_SETTINGS[@]}")
     if [[ -n $WANT_DURABLE ]]; then
         server+=(--log-bin="$MARIADB_DIR/data/binlog")
     fi
@@ -715,14 +711,7 @@ await_mysql() {
     # As MariaDB above, with the same settings, and no binary log, which
     # MySQL, unlike MariaDB, writes by default (with a sync to disk at each
     # commit), unless IDEM_DURABLE=1.
-    local server=("${MYSQLD[@]}"
-        --port="$port"
-        --bind-address=127.0.0.1
-        --skip-name-resolve
-        --log-error="$MYSQL_DIR/error.log"
-        "${MY_DURABILITY[@]}"
-        --innodb-buffer-pool-size=1G
-        --max-connections=300)
+    local server=("${MYSQLD[@]}" --port="$port" --log-error="$MYSQL_DIR/error.log" "${MY_SETTINGS[@]}")
     if [[ -z $WANT_DURABLE ]]; then
         server+=(--skip-log-bin)
     fi
@@ -1115,7 +1104,7 @@ start_servers() {
     trap 'exit 143' TERM
 
     make_tmp_dir
-    set_my_durability
+    set_my_settings
     local pg_port mariadb_port mysql_port tidb_port tidb_status_port pgbouncer_port
     read -r pg_port mariadb_port mysql_port tidb_port tidb_status_port pgbouncer_port < <(pick_free_ports 6) || true
     [[ -n $pg_port && -n $mariadb_port && -n $mysql_port && -n $tidb_port && -n $tidb_status_port &&

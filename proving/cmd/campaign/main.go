@@ -7,14 +7,15 @@
 // Usage:
 //
 //	campaign [-db LIST] [-duration D] [-seed N] [-mutate NAME] [-prove LIST [-prove-db LIST]]
-//	         [-min-ops N] [-min-faults N] [-list-mutations]
+//	         [-min-ops N] [-min-faults N] [-min-server-kills N] [-list-mutations]
 //
 // It prints a line per target, and exits 1 when any invariant was broken,
 // keeping the history and printing the command that replays the seed.
 // With -prove, it then builds each named known bug into the services and
 // runs the campaign again on each target that can find it, and exits 1
-// unless every one is found: the checker shown to fail. -min-ops and
-// -min-faults fail a target whose campaign did less than that. The
+// unless every one is found: the checker shown to fail. -min-ops,
+// -min-faults and -min-server-kills fail a target whose campaign did less
+// than that. The
 // same program is each service process of a campaign: it serves when it
 // finds its configuration in the environment.
 package main
@@ -74,6 +75,7 @@ func run() int {
 		proveDB  = flag.String("prove-db", "", "comma-separated targets for -prove; default those of -db")
 		minOps   = flag.Int("min-ops", 0, "fail a target whose campaign sent fewer operations")
 		minFault = flag.Int("min-faults", 0, "fail a target whose campaign caused fewer faults")
+		minKills = flag.Int("min-server-kills", 0, "fail a target whose server the campaign can kill and killed fewer times")
 		clients  = flag.Int("clients", 6, "client goroutines")
 		services = flag.Int("services", 3, "service processes")
 		dir      = flag.String("dir", "", "where to keep the histories; default a new temporary directory, deleted when no invariant broke")
@@ -149,6 +151,10 @@ func run() int {
 		fmt.Println(rep.Line())
 		if n := total(rep.Faults); rep.Ops < *minOps || n < *minFault {
 			fmt.Printf("  too little: %d operations and %d faults, want at least %d and %d\n", rep.Ops, n, *minOps, *minFault)
+			failed = true
+		}
+		if n := rep.Faults[campaign.FaultServerKill]; tg.Control != "" && n < *minKills {
+			fmt.Printf("  too little: %d server kills, want at least %d\n", n, *minKills)
 			failed = true
 		}
 	}
