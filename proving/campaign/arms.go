@@ -49,8 +49,10 @@ func (s *service) serveArm(w http.ResponseWriter, r *http.Request) {
 	case a.Disarm:
 		s.killAt, s.serverAt = "", ""
 		s.lossy.SetCommit(fault.CommitNormally)
-		if s.stopFaults != nil {
-			s.stopFaults()
+		s.clockAhead.Store(0)
+		s.clockMoves++
+		if s.stopPools != nil {
+			s.stopPools()
 		}
 	case a.KillAt == PointCheckpoint:
 		go s.killInCheckpoint()
@@ -67,21 +69,26 @@ func (s *service) serveArm(w http.ResponseWriter, r *http.Request) {
 		case PointResume:
 			go s.resume(ctx)
 		}
-	case a.ClockAhead != 0 || a.HoldPools:
+	case a.HoldPools:
 		ctx, stop := context.WithTimeout(context.Background(), a.For)
-		if s.stopFaults != nil {
-			s.stopFaults()
+		if s.stopPools != nil {
+			s.stopPools()
 		}
-		s.stopFaults = stop
-		if a.HoldPools {
-			go holdPools(ctx, s.db, s.pool)
-			break
-		}
+		s.stopPools = stop
+		go holdPools(ctx, s.db, s.pool)
+	case a.ClockAhead != 0:
+		// The clock goes back to time for this move alone, not for one
+		// that came after it.
+		s.clockMoves++
+		move := s.clockMoves
 		s.clockAhead.Store(int64(a.ClockAhead))
-		go func() {
-			<-ctx.Done()
-			s.clockAhead.Store(0)
-		}()
+		time.AfterFunc(a.For, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.clockMoves == move {
+				s.clockAhead.Store(0)
+			}
+		})
 	}
 }
 
@@ -128,7 +135,7 @@ func (s *service) before(ctx context.Context, statement string) {
 		return
 	}
 	kill := func(wait bool) {
-		if killed, _ := killServer(s.cfg.Server, wait); killed {
+		if killServer(s.cfg.Server, wait) {
 			fmt.Println(serverKilled, at)
 		}
 	}

@@ -55,28 +55,31 @@ func controlOf(name string) string {
 // A process is the server only if its command line names the directory of
 // the run that started it: a pid file that a killed server left may name
 // a process that has nothing to do with it.
-func killServer(dir string, wait bool) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "pid"))
-	if err != nil {
-		return false, nil // not running
-	}
-	first, _, _ := bytes.Cut(b, []byte("\n"))
-	pid, err := strconv.Atoi(strings.TrimSpace(string(first)))
-	if err != nil {
-		return false, nil
+func killServer(dir string, wait bool) bool {
+	pid, ok := serverPID(dir)
+	if !ok {
+		return false
 	}
 	run := filepath.Dir(filepath.Dir(dir)) // the run's directory, which holds the control
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil || !bytes.Contains(cmdline, []byte(run)) {
-		return false, nil
+		return false
 	}
-	// The server first, so that it starts no process after its children
-	// are found. (Stopping it first would stop the runuser above a
-	// mysqld too, which then never reaps it.) A child that it started
-	// meanwhile ends once it sees its server gone, and restart waits.
+	// A server with children (PostgreSQL's postmaster) is stopped
+	// first, so that it starts no process while they are found: a
+	// backend that it forked meanwhile would outlive it holding its
+	// shared memory, in which no new postmaster starts. One without (a
+	// mysqld) is not, as the runuser above it would stop as well, and
+	// then never reap it.
 	children := childrenOf(pid)
+	if len(children) > 0 {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return false
+		}
+		children = childrenOf(pid)
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return false, nil
+		return false
 	}
 	for _, child := range children {
 		_ = syscall.Kill(child, syscall.SIGKILL)
@@ -87,7 +90,19 @@ func killServer(dir string, wait bool) (bool, error) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	return true, nil
+	return true
+}
+
+// serverPID reads the pid file of the server whose control is dir: the
+// server's pid when it runs, or the last one's when a kill left it.
+func serverPID(dir string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return 0, false
+	}
+	first, _, _ := bytes.Cut(b, []byte("\n"))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(first)))
+	return pid, err == nil
 }
 
 // alive reports whether process pid runs: it exists and is no zombie.
@@ -147,16 +162,16 @@ func (s *dbServer) kill(point string, service int) {
 	if down {
 		return
 	}
-	if killed, err := killServer(s.dir, false); killed || err != nil {
-		s.killed(point, service, err)
+	if killServer(s.dir, false) {
+		s.killed(point, service)
 	}
 }
 
 // killed records a kill, by the campaign or by a service at point, and
 // starts the server again. A service may kill the server that a restart
 // under way has just started: that restart then starts it once more.
-func (s *dbServer) killed(point string, service int, err error) {
-	s.record(Event{Type: EvServer, Server: &ServerEvent{Killed: true, Point: point, Service: service, Err: errText(err)}})
+func (s *dbServer) killed(point string, service int) {
+	s.record(Event{Type: EvServer, Server: &ServerEvent{Killed: true, Point: point, Service: service}})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.restarting != nil {
@@ -192,9 +207,7 @@ func (s *dbServer) killed(point string, service int, err error) {
 // the pid in its lock file names a process, a zombie too, and whoever
 // adopted the killed postmaster may take a second to reap it.
 func (s *dbServer) restart() error {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "pid"))
-	first, _, _ := bytes.Cut(b, []byte("\n"))
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(first))); err == nil {
+	if pid, ok := serverPID(s.dir); ok {
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 				break

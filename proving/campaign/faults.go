@@ -129,6 +129,6 @@ func (c *campaign) quiet(ctx context.Context) error {
 // point.
 func (c *campaign) serverKilled(service int, point string) {
 	if c.srv != nil {
-		c.srv.killed(point, service, nil)
+		c.srv.killed(point, service)
 	}
 }

@@ -97,7 +97,8 @@ type service struct {
 	mu         sync.Mutex
 	killAt     string             // the point at which the service dies, if any
 	serverAt   string             // the point at which it kills the database server, if any
-	stopFaults context.CancelFunc // ends the clock's move and the pools' hold under way
+	clockMoves int                // counts the clock's moves
+	stopPools  context.CancelFunc // ends the pools' hold under way
 }
 
 // Serve runs the service that cfg describes until ctx ends or a fault
