@@ -185,10 +185,12 @@ func NewPlan(seed uint64, clients, services int, d time.Duration, tg Target, onl
 	} else {
 		kinds = append(kinds, FaultCutAll, FaultCutCommit, FaultLatency)
 	}
+	// Where the campaign can kill the server, every third fault is a
+	// server kill: what a crash loses is its main question there, and a
+	// short campaign must not go without.
+	killEvery := 0
 	if tg.Control != "" {
-		// Three times as often as the other kinds: what a crash loses
-		// is the campaign's main question where it can kill the server.
-		kinds = append(kinds, FaultServerKill, FaultServerKill, FaultServerKill)
+		killEvery = 3
 	}
 	// A fault every 1.5 s on average, none in the first second, so that
 	// every service is up and serving when the first one strikes.
@@ -198,6 +200,9 @@ func NewPlan(seed uint64, clients, services int, d time.Duration, tg Target, onl
 			break
 		}
 		f := Fault{At: at, Kind: kinds[r.IntN(len(kinds))], Service: r.IntN(services)}
+		if killEvery > 0 && len(p.Faults)%killEvery == killEvery-1 {
+			f.Kind = FaultServerKill
+		}
 		var o *Fault
 		if len(only) > 0 {
 			o = &only[r.IntN(len(only))]
