@@ -75,6 +75,10 @@ var Mutations = []Mutation{
 		File: "operator_settle.go",
 		Old:  `if !undone && p != nil && p.phase != "" {`,
 		New:  `if false && !undone && p != nil && p.phase != "" {`,
+		// The faults that leave a checkout unfinished past a committed
+		// phase: the provider's outages, and kills between phases and
+		// after the charge.
+		Faults: []Fault{{Kind: FaultProvider}, {Kind: FaultKillAt, Point: PointBetween}, {Kind: FaultKillAt, Point: PointInCall}},
 	},
 	{
 		Name: "commit-failure-ignored", Invariant: 7, ServerKills: true,
